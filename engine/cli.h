@@ -1,0 +1,7 @@
+/* cli.h — subcommand entry points of the specbed binary. Each takes the
+ * arguments after the command name (argv[0] is the command) and returns the
+ * process exit status: 0 ok, 1 failed, 2 bad usage. */
+#ifndef SPECBED_CLI_H
+#define SPECBED_CLI_H
+int cli_generate(int argc, char **argv);
+#endif

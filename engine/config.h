@@ -1,0 +1,32 @@
+/* config.h — the model hyper-parameters specbed needs, read from an HF
+ * config.json. Qwen3 is the reference family; Llama and Qwen2 load through
+ * the same struct with the flags below. Unknown architectures, missing
+ * required fields, wrong types and unsupported rope_scaling are errors. */
+#ifndef SPECBED_CONFIG_H
+#define SPECBED_CONFIG_H
+#include <stddef.h>
+
+typedef struct {
+    char architecture[64];   /* e.g. "Qwen3ForCausalLM" */
+    char model_type[32];     /* "qwen3", "qwen2", "llama" */
+    int hidden_size;
+    int intermediate_size;
+    int n_layers;            /* num_hidden_layers */
+    int n_heads;             /* num_attention_heads */
+    int n_kv_heads;          /* num_key_value_heads (defaults to n_heads) */
+    int head_dim;            /* head_dim (defaults to hidden_size / n_heads) */
+    int vocab_size;
+    int max_position_embeddings;
+    float rms_norm_eps;
+    float rope_theta;
+    int tie_word_embeddings; /* lm_head shares embed_tokens */
+    int qk_norm;             /* Qwen3: per-head RMSNorm on q and k */
+    int qkv_bias;            /* Qwen2: bias on q/k/v projections */
+    int n_mtp_layers;        /* num_nextn_predict_layers (0 if absent) */
+    int bos_token_id;        /* -1 if absent */
+    int eos_token_id;        /* -1 if absent (first one if a list) */
+} model_config;
+
+int config_load(model_config *c, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,49 @@
+/* forward.h — the target forward pass over one ragged batch.
+ * A batch is a list of spans; each span is n consecutive tokens of one
+ * sequence starting at that sequence's current kv_len (a prefill chunk, one
+ * decode row, or [last token, drafts...] verify rows: all the same thing).
+ * fwd_run appends every row's K/V to the cache, so a caller that rejects
+ * some rows calls kv_truncate afterwards.
+ *
+ * Arithmetic is batch-invariant: a row's logits and hidden states are
+ * bit-identical whatever else is in the batch (DESIGN §4).
+ * The fwd_ctx owns scratch buffers for up to max_rows rows; one context per
+ * thread of control, any number per model. */
+#ifndef SPECBED_FORWARD_H
+#define SPECBED_FORWARD_H
+#include "kv_cache.h"
+#include "model.h"
+
+typedef struct {
+    int seq;           /* kv sequence id */
+    int n;             /* rows in this span */
+    const int *tokens; /* [n] */
+} fwd_span;
+
+typedef struct {
+    const fwd_span *spans;
+    int n_spans;
+} fwd_batch;
+
+/* What to return. Row indices count rows across the whole batch in span order. */
+typedef struct {
+    const int *logit_rows; /* rows whose logits are wanted (ascending), NULL = none */
+    int n_logit_rows;
+    float *logits;         /* out: [n_logit_rows, vocab] */
+    const int *tap_layers; /* decoder layer ids whose outputs are wanted (0-based; layer L = output of layer L) */
+    int n_taps;
+    float *taps;           /* out: [total_rows, n_taps, hidden] */
+    float *final_hidden;   /* out, optional: [total_rows, hidden] after the final norm */
+} fwd_out;
+
+typedef struct fwd_ctx fwd_ctx;
+
+int  fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t errlen);
+void fwd_free(fwd_ctx *f);
+int  fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
+             char *err, size_t errlen);
+
+/* kv_config for this model with the given pool. */
+kv_config fwd_kv_config(const model *m, int n_pages, int page_size, int max_seqs);
+
+#endif

@@ -1,0 +1,27 @@
+/* main.c — the `specbed` entry point: dispatches to one subcommand.
+ * Each subcommand parses its own options into a config struct and owns
+ * its --help text. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "specbed — a speculative-decoding research testbed\n"
+        "\n"
+        "usage: specbed <command> [options]\n"
+        "\n"
+        "commands:\n"
+        ""
+        "\n"
+        "`specbed <command> --help` lists the command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    fprintf(stderr, "specbed: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,50 @@
+/* model.h — a loaded target model: config + weights bound to tensors of an
+ * mmapped checkpoint. Every tensor's shape is checked against the config at
+ * load time, so the forward pass never sees a surprise. The model owns its
+ * st_model (the mapping) and the small f32 copies of norm vectors/biases;
+ * kb_weight.data points into the mapping. Read-only after load: any number
+ * of forward contexts may share one model. */
+#ifndef SPECBED_MODEL_H
+#define SPECBED_MODEL_H
+#include "backend.h"
+#include "config.h"
+#include "safetensors.h"
+
+typedef struct {
+    kb_weight wq, wk, wv, wo;      /* [n_heads*hd, H], [n_kv*hd, H], [n_kv*hd, H], [H, n_heads*hd] */
+    kb_weight w_gate, w_up, w_down;/* [I, H], [I, H], [H, I] */
+    float *attn_norm;              /* [H]  input_layernorm */
+    float *mlp_norm;               /* [H]  post_attention_layernorm */
+    float *q_norm, *k_norm;        /* [hd] Qwen3 only, else NULL */
+    float *bq, *bk, *bv;           /* Qwen2 only, else NULL */
+} layer_weights;
+
+typedef struct {
+    model_config cfg;
+    st_model *st;
+    kb_weight embed;               /* [V, H] */
+    kb_weight lm_head;             /* [V, H]; == embed when tied */
+    float *final_norm;             /* [H] */
+    layer_weights *layers;         /* [n_layers] */
+    char dir[4096];
+} model;
+
+/* Loads dir/config.json and the checkpoint in dir. */
+int  model_load(model **out, const char *dir, char *err, size_t errlen);
+void model_free(model *m);
+
+/* Binds one decoder layer whose tensors are named prefix + "self_attn.q_proj.weight"
+ * etc. (prefix like "model.layers.3."). Used by model_load and by drafters
+ * (MTP, DSpark) whose blocks are Qwen3 decoder layers. lw must be freed with
+ * layer_weights_free. */
+int  layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefix,
+                        const model_config *cfg, char *err, size_t errlen);
+void layer_weights_free(layer_weights *lw);
+
+/* Binds a 2-D weight after checking its shape; copies a 1-D tensor to f32. */
+int  model_bind_matrix(kb_weight *w, const st_model *st, const char *name, int rows, int cols,
+                       char *err, size_t errlen);
+int  model_copy_vector(float **out, const st_model *st, const char *name, int n,
+                       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,75 @@
+/* backend.h — the compute interface that engine/ calls; nothing above this
+ * header knows which device runs it. The CPU backend (cpu_*.c) implements it
+ * with OpenMP threads and AVX2 where present; a CUDA backend and tensor-
+ * parallel sharding (MPI on CPU, NCCL on GPU) implement the same calls.
+ *
+ * Ownership: kb_alloc'd buffers belong to the caller (kb_free). Weights are
+ * never owned here: a kb_weight points at memory the loader owns (usually an
+ * mmap of the safetensors file).
+ *
+ * Batch invariance (DESIGN §4): every kernel computes each output element
+ * with a reduction order that does not depend on how many rows are in the
+ * call. A row's result is bit-identical alone, among verify rows, or beside
+ * other sequences. tests/test_kernels.c checks this for every kernel. */
+#ifndef SPECBED_BACKEND_H
+#define SPECBED_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { KB_F32 = 0, KB_BF16 = 1, KB_F16 = 2 } kb_dtype;
+
+size_t kb_dtype_size(kb_dtype dt);
+
+/* A read-only 2-D weight, row-major [rows, cols]. */
+typedef struct {
+    kb_dtype dt;
+    const void *data;
+    int rows, cols;
+} kb_weight;
+
+/* Device memory (host memory on CPU). */
+void *kb_alloc(size_t bytes);               /* zeroed; NULL on failure */
+void  kb_free(void *p);
+void  kb_copy_to_device(void *dst, const void *src, size_t bytes);
+void  kb_copy_to_host(void *dst, const void *src, size_t bytes);
+
+/* Convert n elements of dt at src to f32. */
+void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n);
+/* Row r of w as f32 (embedding lookup): dst[w->cols]. */
+void kb_weight_row(float *dst, const kb_weight *w, int r);
+
+/* y[m, w->rows] = x[m, w->cols] · wᵀ. Batch-invariant in m. */
+void kb_matmul(float *y, const float *x, const kb_weight *w, int m);
+
+/* y[m, n] = x[m, n] / rms(x row) * g[n]; y may alias x. */
+void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps);
+
+/* In-place rotary embedding, HF "rotate_half" layout (first half / second
+ * half of each head), on x[m, n_heads, head_dim] at positions pos[m]. */
+void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta);
+
+/* out[m, n] = silu(gate[m, n]) * up[m, n]; out may alias gate. */
+void kb_swiglu(float *out, const float *gate, const float *up, int m, int n);
+
+/* x[m, n] += y[m, n] */
+void kb_add(float *x, const float *y, int m, int n);
+
+/* Numerically stable softmax of one row in place; returns log-sum-exp. */
+double kb_softmax(float *x, int n);
+
+/* Attention of one query row over a paged KV history.
+ * q[n_heads, head_dim]; out[n_heads, head_dim]. The history has n_ctx
+ * positions (0..n_ctx-1, the query's own position included), stored in pages
+ * of page_size tokens: position p lives in page pages[p / page_size], slot
+ * p % page_size. k_pages/v_pages are the layer's page arrays, each page
+ * [page_size, n_kv_heads, head_dim] f32. GQA: head h reads kv head
+ * h / (n_heads / n_kv_heads). */
+typedef struct {
+    const float *k_pages, *v_pages;  /* [n_pages_total, page_size, n_kv_heads, head_dim] */
+    const int *pages;                /* this sequence's page list */
+    int page_size, n_kv_heads, head_dim;
+} kb_kv_view;
+void kb_attention_row(float *out, const float *q, const kb_kv_view *kv, int n_ctx,
+                      int n_heads, float scale, float *scratch /* [n_ctx] */);
+
+#endif

@@ -1,0 +1,36 @@
+/* test_util.c — see test_util.h. */
+#include "test_util.h"
+#include <stdlib.h>
+
+int tu_failures = 0;
+
+int tu_done(const char *name) {
+    if (tu_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, tu_failures);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
+const char *tu_path(const char *rel) {
+    static char buf[8][4096];
+    static int slot = 0;
+    char *b = buf[slot++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", SPECBED_ROOT, rel);
+    return b;
+}
+
+char *tu_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
+    return b;
+}

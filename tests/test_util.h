@@ -1,0 +1,26 @@
+/* test_util.h — the few helpers every test uses. A test is a program that
+ * exits 0 when every CHECK held; each failed CHECK prints file:line and the
+ * condition, and the test goes on so one run shows every failure. */
+#ifndef SPECBED_TEST_UTIL_H
+#define SPECBED_TEST_UTIL_H
+#include <stdio.h>
+#include <stddef.h>
+
+extern int tu_failures;
+
+#define CHECK(cond) do { if (!(cond)) { tu_failures++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, ...) do { if (!(cond)) { tu_failures++; \
+    fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* Ends main(): prints a summary, returns the exit status. */
+int tu_done(const char *name);
+
+/* Path under the source tree (SPECBED_ROOT), in a static buffer per call slot. */
+const char *tu_path(const char *rel);
+
+/* Reads a whole file (malloc'd, NUL-terminated); NULL on error. */
+char *tu_read_file(const char *path, size_t *len);
+
+#endif
