@@ -12,7 +12,7 @@ static void usage(FILE *f) {
         "usage: specbed <command> [options]\n"
         "\n"
         "commands:\n"
-        ""
+        "  generate   generate text from a prompt with a local model\n"
         "\n"
         "`specbed <command> --help` lists the command's options.\n");
 }
@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     fprintf(stderr, "specbed: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

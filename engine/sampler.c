@@ -48,6 +48,23 @@ static int pid_cmp(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+/* Quickselect: afterwards a[0..k) hold the k first elements under pid_cmp. */
+static void select_first(pid *a, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        pid pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (pid_cmp(&a[i], &pivot) < 0) i++;
+            while (pid_cmp(&a[j], &pivot) > 0) j--;
+            if (i <= j) { pid t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
 void sampler_probs(float *probs, const float *logits, int n, const sampler_params *sp) {
     if (sp->temperature <= 0.0f) {
         memset(probs, 0, sizeof(float) * (size_t)n);
@@ -72,8 +89,11 @@ void sampler_probs(float *probs, const float *logits, int n, const sampler_param
     pid *order = malloc(sizeof(pid) * (size_t)n);
     if (!order) return;   /* out of memory: fall back to the untruncated distribution */
     for (int i = 0; i < n; i++) { order[i].p = probs[i]; order[i].id = i; }
-    qsort(order, (size_t)n, sizeof(pid), pid_cmp);
     int keep = use_k ? sp->top_k : n;
+    /* top-k: select the k first in pid_cmp's total order in O(n), then sort
+     * only those; the kept set is the same as a full sort's. */
+    if (use_k) select_first(order, n, keep);
+    qsort(order, (size_t)keep, sizeof(pid), pid_cmp);
     if (use_p) {
         /* smallest prefix whose mass reaches top_p (HF/vLLM keep the token
          * that crosses the threshold) */

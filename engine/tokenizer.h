@@ -19,7 +19,10 @@ int  tok_vocab_size(const tokenizer *t);     /* highest id + 1, added tokens inc
 int  tok_id(const tokenizer *t, const char *piece); /* id of a vocab/added token string, -1 if none */
 int  tok_is_special(const tokenizer *t, int id);
 
-/* Encodes text[len] (special tokens recognised). *ids is malloc'd; caller frees. */
+/* Encodes text[len] (special tokens recognised) as HF encode(text,
+ * add_special_tokens=False) does: the post-processor is not applied, so no
+ * BOS/EOS is added (Llama-3 callers add <|begin_of_text|> themselves).
+ * *ids is malloc'd (also when *n_ids is 0); caller frees. */
 int  tok_encode(const tokenizer *t, const char *text, size_t len, int **ids, int *n_ids,
                 char *err, size_t errlen);
 
@@ -32,8 +35,11 @@ int  tok_decode(const tokenizer *t, const int *ids, int n_ids, char **out, size_
                 char *err, size_t errlen);
 
 /* Streaming decode: bytes of an incomplete UTF-8 sequence are held back until
- * the tokens that complete it arrive. Returns bytes written to out (cap >= 64
- * + the token's length suffices). tok_stream_flush emits what is held (as U+FFFD). */
+ * the tokens that complete it arrive. Start from a zeroed tok_stream. Returns
+ * bytes written to out; cap >= 3 * (the token's length + 3) always suffices
+ * (64 + the length does for any token of up to 27 bytes); with less, output
+ * stops short of cap. An invalid id writes nothing. tok_stream_flush emits
+ * what is held (as one U+FFFD). */
 typedef struct { unsigned char held[8]; int n_held; } tok_stream;
 size_t tok_stream_put(const tokenizer *t, tok_stream *s, int id, char *out, size_t cap);
 size_t tok_stream_flush(tok_stream *s, char *out, size_t cap);

@@ -73,6 +73,27 @@ int main(void) {
     int top = sample_greedy(logits, V);
     CHECK(probs[top] > 0);
 
+    /* top-k by selection keeps exactly the k first by (probability desc, id
+     * asc), ties included, as a full sort would. */
+    for (int trial = 0; trial < 200; trial++) {
+        enum { W = 300 };
+        float lw[W], pw[W];
+        rng_seed(&a, (uint64_t)trial);
+        for (int i = 0; i < W; i++) lw[i] = (float)(rng_next(&a) % 7);   /* many ties */
+        int k = 1 + (int)(rng_next(&a) % 40);
+        sampler_params sk = {.temperature = 1.0f, .top_p = 1.0f, .top_k = k};
+        sampler_probs(pw, lw, W, &sk);
+        int kept = 0, ok = 1;
+        for (int i = 0; i < W; i++) {
+            kept += pw[i] > 0;
+            /* i is kept iff fewer than k ids beat it (higher logit, or equal and lower id) */
+            int better = 0;
+            for (int j = 0; j < W; j++) better += lw[j] > lw[i] || (lw[j] == lw[i] && j < i);
+            if ((pw[i] > 0) != (better < k)) ok = 0;
+        }
+        CHECKF(kept == k && ok, "trial %d: top-%d kept %d", trial, k, kept);
+    }
+
     /* top-p: the smallest prefix whose mass reaches p (crossing token kept). */
     float lp[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
     sp = (sampler_params){.temperature = 1.0f, .top_p = 0.7f, .top_k = 0};

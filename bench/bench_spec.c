@@ -1,0 +1,205 @@
+/* bench_spec.c — what each drafter buys at each depth, on real prompts.
+ *
+ * For each drafter × depth 1..8 × workload, runs the workload's first
+ * --num-prompts prompts one at a time (single stream, greedy) and reports
+ * accept length (bonus included), per-position acceptance, and decode
+ * tokens/s as a ratio to speculation off measured in the same run, on the
+ * same prompts. Prints a table; writes CSV with --out. Greedy output is
+ * also compared with speculation off, and any mismatch is reported (it
+ * would be a bug: speculation is lossless).
+ *
+ * Like bench_engine, this measures the engine below HTTP, so it links it.
+ *
+ * usage: bench_spec --model DIR [--draft-model DIR] [--drafters ngram,draft,mtp]
+ *                   [--workloads code,prose] [--num-prompts N] [--max-tokens N]
+ *                   [--depths 1-8] [--out FILE.csv] */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "csv_row.h"
+#include "drafters.h"
+#include "spec_decode.h"
+
+typedef struct {
+    int **ids;
+    int *n;
+    int count;
+} prompt_set;
+
+/* Reads up to max prompts of a workloads/NAME.jsonl file ({"prompt"} or
+ * {"turns": [...]}: the first turn). */
+static int load_workload(const char *root, const char *name, tokenizer *tok, int max, prompt_set *ps) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/workloads/%s.jsonl", root, name);
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "bench_spec: cannot read %s\n", path); return -1; }
+    ps->ids = calloc((size_t)max, sizeof(int *));
+    ps->n = calloc((size_t)max, sizeof(int));
+    ps->count = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0;
+    while (ps->count < max && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
+        if (!j) { fprintf(stderr, "bench_spec: %s:%d: not JSON\n", path, lineno); continue; }
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+        if (!cJSON_IsString(p)) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "turns");
+            p = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, 0) : NULL;
+        }
+        char err[256];
+        if (cJSON_IsString(p) &&
+            !tok_encode(tok, p->valuestring, strlen(p->valuestring), &ps->ids[ps->count], &ps->n[ps->count], err,
+                        sizeof err) && ps->n[ps->count] > 0)
+            ps->count++;
+        cJSON_Delete(j);
+    }
+    free(line);
+    fclose(f);
+    return ps->count ? 0 : -1;
+}
+
+static void free_set(prompt_set *ps) {
+    for (int i = 0; i < ps->count; i++) free(ps->ids[i]);
+    free(ps->ids); free(ps->n);
+}
+
+int main(int argc, char **argv) {
+    const char *model_dir = NULL, *draft_dir = NULL, *out = NULL;
+    char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose";
+    int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) { fprintf(stderr, "bench_spec: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--draft-model")) draft_dir = v;
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
+        else if (!strcmp(a, "--workloads")) snprintf(workloads_s, sizeof workloads_s, "%s", v);
+        else if (!strcmp(a, "--num-prompts")) num_prompts = atoi(v);
+        else if (!strcmp(a, "--max-tokens")) max_tokens = atoi(v);
+        else if (!strcmp(a, "--depths")) { if (sscanf(v, "%d-%d", &dmin, &dmax) != 2) dmax = dmin = atoi(v); }
+        else { fprintf(stderr, "bench_spec: unknown option %s\n", a); return 2; }
+        i++;
+    }
+    if (!model_dir || num_prompts < 1 || max_tokens < 2 || dmin < 1 || dmax > SPEC_MAX_DEPTH || dmin > dmax) {
+        fprintf(stderr, "usage: bench_spec --model DIR [--draft-model DIR] [--drafters ngram,draft,mtp] "
+                        "[--workloads code,prose] [--num-prompts N] [--max-tokens N] [--depths A-B] [--out F.csv]\n");
+        return 2;
+    }
+    char err[1024];
+    gen_engine *e;
+    gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
+    /* the repo root: workloads live next to bench/ */
+    char root[4096];
+    snprintf(root, sizeof root, "%s", argv[0]);
+    char *slash = strstr(root, "/build");
+    if (slash) *slash = 0; else snprintf(root, sizeof root, ".");
+    FILE *csv = NULL;
+    char tmp_out[4200];
+    if (out) {
+        snprintf(tmp_out, sizeof tmp_out, "%s.tmp", out);
+        csv = fopen(tmp_out, "w");
+        if (!csv) { fprintf(stderr, "bench_spec: cannot write %s\n", out); return 1; }
+        csv_row h = {csv, 0};
+        const char *cols[] = {"workload", "drafter", "depth", "accept_length", "acceptance_rate", "tokens_per_s",
+                              "speedup", "mismatches"};
+        for (int i = 0; i < 8; i++) csv_row_field(&h, cols[i]);
+        for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pos%d", i + 1);
+        csv_row_end(&h);
+    }
+    int rc = 0;
+    gen_params gp = {.max_tokens = max_tokens, .ignore_eos = 1};
+    char *wsave = NULL;
+    for (char *w = strtok_r(workloads_s, ",", &wsave); w; w = strtok_r(NULL, ",", &wsave)) {
+        prompt_set ps;
+        if (load_workload(root, w, e->tok, num_prompts, &ps)) { rc = 1; continue; }
+        /* speculation off: reference tokens and baseline speed */
+        gen_result *ref = calloc((size_t)ps.count, sizeof *ref);
+        double base_s = 0;
+        long base_tok = 0;
+        for (int p = 0; p < ps.count; p++) {
+            spec_timing t;
+            spec_params sp = {.gen = gp};
+            const int *pp = ps.ids[p];
+            if (spec_run(e, NULL, &pp, &ps.n[p], 1, &sp, NULL, NULL, &ref[p], &t, err, sizeof err)) {
+                fprintf(stderr, "bench_spec: %s\n", err); return 1;
+            }
+            base_s += t.total_s - t.prefill_s;
+            base_tok += ref[p].n_tokens - 1;
+        }
+        double base_tps = base_tok / base_s;
+        printf("\nworkload %s: %d prompts, %d tokens each; speculation off %.1f tokens/s\n", w, ps.count,
+               max_tokens, base_tps);
+        printf("%-8s %5s %8s %8s %9s %7s  per-position acceptance\n", "drafter", "depth", "acc.len", "acc.rate",
+               "tokens/s", "speedup");
+        char dcopy[256], *dsave = NULL;
+        snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
+        for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
+            drafter_opts dop = {.name = dn, .draft_model = draft_dir, .max_seqs = 1};
+            drafter *d;
+            if (drafter_create(&d, &dop, e, err, sizeof err)) {
+                fprintf(stderr, "bench_spec: %s: %s\n", dn, err);
+                rc = 1;
+                continue;
+            }
+            if (!d) continue;   /* "none" is the baseline above */
+            for (int depth = dmin; depth <= dmax; depth++) {
+                memset(&d->counters, 0, sizeof d->counters);
+                double s = 0;
+                long tok = 0;
+                int mism = 0;
+                for (int p = 0; p < ps.count; p++) {
+                    spec_timing t;
+                    gen_result r;
+                    spec_params sp = {.gen = gp, .depth = depth};
+                    const int *pp = ps.ids[p];
+                    if (spec_run(e, d, &pp, &ps.n[p], 1, &sp, NULL, NULL, &r, &t, err, sizeof err)) {
+                        fprintf(stderr, "bench_spec: %s\n", err); return 1;
+                    }
+                    s += t.total_s - t.prefill_s;
+                    tok += r.n_tokens - 1;
+                    mism += r.n_tokens != ref[p].n_tokens ||
+                            memcmp(r.tokens, ref[p].tokens, sizeof(int) * (size_t)r.n_tokens);
+                    gen_results_free(&r, 1);
+                }
+                const drafter_counters *c = &d->counters;
+                double tps = tok / s;
+                printf("%-8s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, depth, spec_accept_length(c),
+                       spec_acceptance_rate(c), tps, tps / base_tps);
+                for (int i = 0; i < depth; i++) printf(" %.2f", spec_position_rate(c, i));
+                printf("%s\n", mism ? "  MISMATCH vs speculation off" : "");
+                if (mism) rc = 1;
+                if (csv) {
+                    csv_row r = {csv, 0};
+                    csv_row_field(&r, w);
+                    csv_row_field(&r, dn);
+                    csv_row_fieldf(&r, "%d", depth);
+                    csv_row_fieldf(&r, "%.4f", spec_accept_length(c));
+                    csv_row_fieldf(&r, "%.4f", spec_acceptance_rate(c));
+                    csv_row_fieldf(&r, "%.2f", tps);
+                    csv_row_fieldf(&r, "%.4f", tps / base_tps);
+                    csv_row_fieldf(&r, "%d", mism);
+                    for (int i = 0; i < dmax; i++)
+                        if (i < depth) csv_row_fieldf(&r, "%.4f", spec_position_rate(c, i));
+                        else csv_row_field(&r, "");
+                    csv_row_end(&r);
+                }
+            }
+            drafter_free(d);
+        }
+        gen_results_free(ref, ps.count);
+        free(ref);
+        free_set(&ps);
+    }
+    if (csv) {
+        fclose(csv);
+        if (rename(tmp_out, out)) { fprintf(stderr, "bench_spec: cannot write %s\n", out); rc = 1; }
+    }
+    gen_engine_free(e);
+    return rc;
+}

@@ -1,0 +1,215 @@
+/* cli_generate.c — `specbed generate`: one prompt, streamed to stdout,
+ * speeds to stderr, optional stats JSON. Owns option parsing and output
+ * formatting only; generation is generate.c. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "cli_args.h"
+#include "generate.h"
+#include "drafters.h"
+#include "outfile.h"
+#include "spec_decode.h"
+
+typedef struct {
+    const char *model_dir, *prompt, *prompt_file, *stats_json;
+    int max_tokens, top_k, ignore_eos, depth;
+    drafter_opts dr;
+    float temperature, top_p;
+    unsigned long long seed;
+} gen_opts;
+
+static void help(FILE *f) {
+    fprintf(f,
+        "usage: specbed generate --model DIR (--prompt TEXT | --prompt-file F) [options]\n"
+        "\n"
+        "Generates a continuation of the prompt with the model in DIR (HF layout:\n"
+        "config.json, model.safetensors[.index.json], tokenizer.json). Text streams\n"
+        "to stdout; prefill and decode tokens/s go to stderr.\n"
+        "\n"
+        "  --model DIR         model directory (required)\n"
+        "  --prompt TEXT       prompt text (special tokens such as <|im_start|> are recognised)\n"
+        "  --prompt-file F     read the prompt from file F instead\n"
+        "  --max-tokens N      tokens to generate (default 128)\n"
+        "  --temperature T     0 = greedy (default 0)\n"
+        "  --top-p P           nucleus sampling mass, 1 = off (default 1)\n"
+        "  --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
+        "  --seed S            RNG seed; same seed, same output in any process (default 0)\n"
+        "  --ignore-eos        keep generating past end-of-text tokens\n"
+        "  --drafter NAME      speculative drafter: " DRAFTER_NAMES " (default none)\n"
+        "  --depth K           drafts per verify step, 1..16 (default 4); never read from a checkpoint\n"
+        "  --draft-model DIR   draft model for --drafter draft (same tokenizer required)\n"
+        "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
+        "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
+        "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
+        "                      (written atomically)\n"
+        "  -h, --help          this text\n");
+}
+
+static int parse(int argc, char **argv, gen_opts *o) {
+    *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
+        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--model")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->model_dir = v; }
+        else if (!strcmp(a, "--prompt")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->prompt = v; }
+        else if (!strcmp(a, "--prompt-file")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->prompt_file = v; }
+        else if (!strcmp(a, "--drafter")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->dr.name = v; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->dr.draft_model = v; }
+        else if (!strcmp(a, "--depth")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
+        else if (!strcmp(a, "--ngram-max")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
+        else if (!strcmp(a, "--ngram-min")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--stats-json")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->stats_json = v; }
+        else if (!strcmp(a, "--max-tokens")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
+        else if (!strcmp(a, "--top-k")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 30, &o->top_k)) return -1; }
+        else if (!strcmp(a, "--temperature")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 100, &o->temperature)) return -1; }
+        else if (!strcmp(a, "--top-p")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 1, &o->top_p)) return -1; }
+        else if (!strcmp(a, "--seed")) { if (!(v = arg_value(argc, argv, &i)) || arg_u64(a, v, &o->seed)) return -1; }
+        else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
+    }
+    if (!o->model_dir) { fprintf(stderr, "specbed generate: --model DIR is required\n"); return -1; }
+    if (!o->prompt == !o->prompt_file) {
+        fprintf(stderr, "specbed generate: give exactly one of --prompt and --prompt-file\n");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct { const tokenizer *tok; tok_stream ts; } stream_ctx;
+
+static void on_token(void *user, int seq, int token) {
+    (void)seq;
+    stream_ctx *s = user;
+    char buf[512];
+    size_t n = tok_stream_put(s->tok, &s->ts, token, buf, sizeof buf);
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+}
+
+static int write_stats(const char *path, const gen_opts *o, const gen_result *r, const spec_timing *t,
+                       double load_s, const drafter *d) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->model_dir);
+    cJSON_AddNumberToObject(j, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(j, "completion_tokens", r->n_tokens);
+    cJSON_AddStringToObject(j, "finish_reason", r->hit_eos ? "stop" : "length");
+    cJSON_AddNumberToObject(j, "load_s", load_s);
+    double decode_s = t->total_s - t->prefill_s;
+    cJSON_AddNumberToObject(j, "prefill_s", t->prefill_s);
+    cJSON_AddNumberToObject(j, "decode_s", decode_s);
+    cJSON_AddNumberToObject(j, "draft_s", t->draft_s);
+    cJSON_AddNumberToObject(j, "verify_s", t->verify_s);
+    cJSON_AddNumberToObject(j, "other_s", decode_s - t->draft_s - t->verify_s);
+    cJSON_AddNumberToObject(j, "prefill_tokens_per_s", t->prefill_s > 0 ? t->prefill_tokens / t->prefill_s : 0);
+    cJSON_AddNumberToObject(j, "decode_tokens_per_s", decode_s > 0 ? (r->n_tokens - 1) / decode_s : 0);
+    cJSON_AddNumberToObject(j, "verify_steps", (double)t->steps);
+    cJSON_AddStringToObject(j, "drafter", o->dr.name);
+    if (d) {
+        const drafter_counters *c = &d->counters;
+        cJSON_AddNumberToObject(j, "depth", o->depth);
+        cJSON_AddNumberToObject(j, "num_drafts", (double)c->drafts);
+        cJSON_AddNumberToObject(j, "num_draft_tokens", (double)c->drafted_tokens);
+        cJSON_AddNumberToObject(j, "num_accepted_tokens", (double)c->accepted_tokens);
+        cJSON_AddNumberToObject(j, "empty_proposals", (double)c->empty_proposals);
+        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", spec_accept_length(c));
+        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", spec_acceptance_rate(c));
+        cJSON *pp = cJSON_AddArrayToObject(j, "acceptance_per_position");
+        for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(spec_position_rate(c, i)));
+    }
+    cJSON_AddNumberToObject(j, "temperature", o->temperature);
+    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+    cJSON *ids = cJSON_AddArrayToObject(j, "completion_ids");
+    for (int i = 0; i < r->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->tokens[i]));
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    char err[512];
+    int rc = text ? write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
+    if (rc) fprintf(stderr, "specbed generate: %s\n", text ? err : "out of memory");
+    free(text);
+    return rc;
+}
+
+int cli_generate(int argc, char **argv) {
+    gen_opts o;
+    if (parse(argc, argv, &o)) return 2;
+    char err[1024];
+    char *prompt_buf = NULL;
+    size_t prompt_len;
+    if (o.prompt_file) {
+        FILE *f = fopen(o.prompt_file, "rb");
+        if (!f) { fprintf(stderr, "specbed generate: cannot read %s\n", o.prompt_file); return 1; }
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        rewind(f);
+        prompt_buf = malloc(n > 0 ? (size_t)n + 1 : 1);
+        if (!prompt_buf || n < 0 || fread(prompt_buf, 1, (size_t)n, f) != (size_t)n) {
+            fclose(f); free(prompt_buf);
+            fprintf(stderr, "specbed generate: cannot read %s\n", o.prompt_file);
+            return 1;
+        }
+        fclose(f);
+        prompt_buf[n] = 0;
+        prompt_len = (size_t)n;
+    } else {
+        prompt_len = strlen(o.prompt);
+    }
+    const char *prompt = prompt_buf ? prompt_buf : o.prompt;
+
+    double t0 = gen_now();
+    gen_engine *e;
+    gen_engine_opts eo = {.model_dir = o.model_dir, .max_seqs = 1};
+    if (gen_engine_create(&e, &eo, err, sizeof err)) {
+        fprintf(stderr, "specbed generate: %s\n", err);
+        free(prompt_buf);
+        return 1;
+    }
+    double load_s = gen_now() - t0;
+    int *ids = NULL, n_ids = 0, rc = 1;
+    drafter *d = NULL;
+    if (tok_encode(e->tok, prompt, prompt_len, &ids, &n_ids, err, sizeof err)) {
+        fprintf(stderr, "specbed generate: prompt: %s\n", err);
+        goto out;
+    }
+    if (n_ids == 0) { fprintf(stderr, "specbed generate: the prompt is empty\n"); goto out; }
+    gen_params gp = {.max_tokens = o.max_tokens, .seed = o.seed, .ignore_eos = o.ignore_eos,
+                     .sp = {.temperature = o.temperature, .top_p = o.top_p, .top_k = o.top_k}};
+    if (drafter_create(&d, &o.dr, e, err, sizeof err)) {
+        fprintf(stderr, "specbed generate: %s\n", err);
+        goto out;
+    }
+    if (d) fprintf(stderr, "drafter %s, serving depth %d (from --depth)\n", d->ops->name, o.depth);
+    stream_ctx sc = {.tok = e->tok};
+    gen_result r;
+    spec_timing t;
+    const int *pp = ids;
+    spec_params sp = {.gen = gp, .depth = o.depth};
+    if (spec_run(e, d, &pp, &n_ids, 1, &sp, on_token, &sc, &r, &t, err, sizeof err)) {
+        fprintf(stderr, "specbed generate: %s\n", err);
+        goto out;
+    }
+    char tail[64];
+    size_t nt = tok_stream_flush(&sc.ts, tail, sizeof tail);
+    fwrite(tail, 1, nt, stdout);
+    printf("\n");
+    fflush(stdout);
+    double decode_s = t.total_s - t.prefill_s;
+    fprintf(stderr, "prompt %d tokens, prefill %.1f tokens/s; generated %d tokens, decode %.1f tokens/s\n",
+            n_ids, t.prefill_s > 0 ? t.prefill_tokens / t.prefill_s : 0.0, r.n_tokens,
+            decode_s > 0 ? (r.n_tokens - 1) / decode_s : 0.0);
+    if (d) {
+        drafter_print_stats(stderr, d, o.depth);
+        fprintf(stderr, "time: draft %.3f s, verify %.3f s, other %.3f s\n", t.draft_s, t.verify_s,
+                decode_s - t.draft_s - t.verify_s);
+    }
+    rc = 0;
+    if (o.stats_json && write_stats(o.stats_json, &o, &r, &t, load_s, d)) rc = 1;
+    gen_results_free(&r, 1);
+out:
+    free(ids);
+    free(prompt_buf);
+    drafter_free(d);
+    gen_engine_free(e);
+    return rc;
+}

@@ -1,0 +1,292 @@
+/* config.c — reads an HF config.json into model_config.
+ *
+ * Owns: the mapping from HF field names and HF defaults to model_config.
+ * Must not: look at weights (model.c checks shapes against this config) or
+ * accept anything whose meaning it cannot honour — an unsupported field that
+ * changes the math (rope_scaling, attention/mlp biases on families that put
+ * one on o_proj too, a non-SiLU activation) is an error, never ignored.
+ *
+ * Defaults follow the transformers config class of each family (4.57), so a
+ * config.json means here what it means to HF:
+ *   num_key_value_heads     = num_attention_heads
+ *   head_dim                = hidden_size / num_attention_heads, except
+ *                             Qwen3ForCausalLM whose HF default is 128
+ *   rms_norm_eps            = 1e-6
+ *   rope_theta              = 10000
+ *   max_position_embeddings = 32768 (Qwen2, Qwen3), 2048 (Llama),
+ *                             131072 (Mistral)
+ *   tie_word_embeddings     = false
+ * Sliding-window attention: where a window is active (Mistral's
+ * sliding_window, default 4096; Qwen's when use_sliding_window is true),
+ * max_position_embeddings is capped at the window, since below it sliding
+ * and full attention are the same computation. */
+#include "config.h"
+#include "errmsg.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *arch, *model_type;
+    int qk_norm, qkv_bias;
+    int default_head_dim;      /* 0: hidden_size / n_heads */
+    int default_max_pos;
+    int sliding_by_default;    /* Mistral: window active unless null */
+} family;
+
+static const family FAMILIES[] = {
+    { "Qwen3ForCausalLM",   "qwen3",   1, 0, 128, 32768,  0 },
+    { "Qwen2ForCausalLM",   "qwen2",   0, 1, 0,   32768,  0 },
+    { "LlamaForCausalLM",   "llama",   0, 0, 0,   2048,   0 },
+    { "MistralForCausalLM", "mistral", 0, 0, 0,   131072, 1 },
+};
+#define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+static char *read_text(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { errf(err, errlen, "%s: cannot open", path); return NULL; }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 4096) {
+            if (cap > (64u << 20)) { errf(err, errlen, "%s: larger than 64 MiB", path); goto fail; }
+            size_t nc = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, nc);
+            if (!nb) { errf(err, errlen, "%s: out of memory", path); goto fail; }
+            buf = nb;
+            cap = nc;
+        }
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) { errf(err, errlen, "%s: read error", path); goto fail; }
+    fclose(f);
+    buf[len] = 0;
+    return buf;
+fail:
+    free(buf);
+    fclose(f);
+    return NULL;
+}
+
+/* Field readers: return 1 if present (and valid), 0 if absent or null,
+ * -1 (with err) if present with the wrong type or out of range. */
+static int get_int(const cJSON *root, const char *key, int *out, const char *path,
+                   char *err, size_t errlen) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
+        fabs(j->valuedouble) > 2147483647.0)
+        return errf(err, errlen, "%s: field \"%s\" must be an integer", path, key);
+    *out = (int)j->valuedouble;
+    return 1;
+}
+
+static int get_num(const cJSON *root, const char *key, double *out, const char *path,
+                   char *err, size_t errlen) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+        return errf(err, errlen, "%s: field \"%s\" must be a number", path, key);
+    *out = j->valuedouble;
+    return 1;
+}
+
+static int get_bool(const cJSON *root, const char *key, int *out, const char *path,
+                    char *err, size_t errlen) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (!cJSON_IsBool(j))
+        return errf(err, errlen, "%s: field \"%s\" must be true or false", path, key);
+    *out = cJSON_IsTrue(j);
+    return 1;
+}
+
+static int get_str(const cJSON *root, const char *key, const char **out, const char *path,
+                   char *err, size_t errlen) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (!cJSON_IsString(j))
+        return errf(err, errlen, "%s: field \"%s\" must be a string", path, key);
+    *out = j->valuestring;
+    return 1;
+}
+
+/* A required positive integer. */
+static int need_pos(const cJSON *root, const char *key, int *out, const char *path,
+                    char *err, size_t errlen) {
+    int r = get_int(root, key, out, path, err, errlen);
+    if (r < 0) return -1;
+    if (r == 0) return errf(err, errlen, "%s: required field \"%s\" is missing", path, key);
+    if (*out <= 0) return errf(err, errlen, "%s: field \"%s\" must be > 0 (got %d)", path, key, *out);
+    return 0;
+}
+
+/* An optional positive integer (keeps *out when absent). */
+static int opt_pos(const cJSON *root, const char *key, int *out, const char *path,
+                   char *err, size_t errlen) {
+    int r = get_int(root, key, out, path, err, errlen);
+    if (r < 0) return -1;
+    if (r == 1 && *out <= 0) return errf(err, errlen, "%s: field \"%s\" must be > 0 (got %d)", path, key, *out);
+    return 0;
+}
+
+/* bos/eos: an int, a list of ints (first one used), or absent/null (-1). */
+static int get_token_id(const cJSON *root, const char *key, int *out, const char *path,
+                        char *err, size_t errlen) {
+    *out = -1;
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j || cJSON_IsNull(j)) return 0;
+    if (cJSON_IsArray(j)) {
+        for (const cJSON *e = j->child; e; e = e->next)
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) ||
+                e->valuedouble < 0 || e->valuedouble > 2147483647.0)
+                return errf(err, errlen, "%s: field \"%s\" must be a token id or a list of token ids", path, key);
+        if (j->child) *out = (int)j->child->valuedouble;
+        return 0;
+    }
+    if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) ||
+        j->valuedouble < 0 || j->valuedouble > 2147483647.0)
+        return errf(err, errlen, "%s: field \"%s\" must be a token id or a list of token ids", path, key);
+    *out = (int)j->valuedouble;
+    return 0;
+}
+
+static const family *find_family(const cJSON *root, const char *path, char *err, size_t errlen) {
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    if (arch && !cJSON_IsNull(arch)) {
+        if (!cJSON_IsArray(arch) || !cJSON_IsString(arch->child)) {
+            errf(err, errlen, "%s: field \"architectures\" must be a list of strings", path);
+            return NULL;
+        }
+        const char *a = arch->child->valuestring;
+        for (int i = 0; i < N_FAMILIES; i++)
+            if (strcmp(a, FAMILIES[i].arch) == 0) return &FAMILIES[i];
+        errf(err, errlen, "%s: architecture \"%s\" is not supported (Qwen3ForCausalLM, "
+             "Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM are)", path, a);
+        return NULL;
+    }
+    const char *mt = NULL;
+    int r = get_str(root, "model_type", &mt, path, err, errlen);
+    if (r < 0) return NULL;
+    if (r == 0) {
+        errf(err, errlen, "%s: neither \"architectures\" nor \"model_type\" says what the model is", path);
+        return NULL;
+    }
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (strcmp(mt, FAMILIES[i].model_type) == 0) return &FAMILIES[i];
+    errf(err, errlen, "%s: model_type \"%s\" is not supported (qwen3, qwen2, llama, mistral are)", path, mt);
+    return NULL;
+}
+
+static int parse(model_config *c, const cJSON *root, const char *path, char *err, size_t errlen) {
+    if (!cJSON_IsObject(root)) return errf(err, errlen, "%s: not a JSON object", path);
+    const family *fam = find_family(root, path, err, errlen);
+    if (!fam) return -1;
+    snprintf(c->architecture, sizeof c->architecture, "%s", fam->arch);
+    snprintf(c->model_type, sizeof c->model_type, "%s", fam->model_type);
+    c->qk_norm = fam->qk_norm;
+    c->qkv_bias = fam->qkv_bias;
+
+    const char *mt = NULL;
+    if (get_str(root, "model_type", &mt, path, err, errlen) < 0) return -1;
+    if (mt && strcmp(mt, fam->model_type) != 0)
+        return errf(err, errlen, "%s: model_type \"%s\" contradicts architecture %s",
+                    path, mt, fam->arch);
+
+    if (need_pos(root, "hidden_size", &c->hidden_size, path, err, errlen) ||
+        need_pos(root, "intermediate_size", &c->intermediate_size, path, err, errlen) ||
+        need_pos(root, "num_hidden_layers", &c->n_layers, path, err, errlen) ||
+        need_pos(root, "num_attention_heads", &c->n_heads, path, err, errlen) ||
+        need_pos(root, "vocab_size", &c->vocab_size, path, err, errlen))
+        return -1;
+
+    c->n_kv_heads = c->n_heads;
+    if (opt_pos(root, "num_key_value_heads", &c->n_kv_heads, path, err, errlen)) return -1;
+    if (c->n_heads % c->n_kv_heads != 0)
+        return errf(err, errlen, "%s: field \"num_attention_heads\" (%d) is not a multiple of "
+                    "\"num_key_value_heads\" (%d)", path, c->n_heads, c->n_kv_heads);
+
+    if (fam->default_head_dim) {
+        c->head_dim = fam->default_head_dim;
+    } else {
+        if (c->hidden_size % c->n_heads != 0)
+            return errf(err, errlen, "%s: field \"hidden_size\" (%d) is not a multiple of "
+                        "\"num_attention_heads\" (%d) and \"head_dim\" is absent",
+                        path, c->hidden_size, c->n_heads);
+        c->head_dim = c->hidden_size / c->n_heads;
+    }
+    if (opt_pos(root, "head_dim", &c->head_dim, path, err, errlen)) return -1;
+    if (c->head_dim % 2 != 0)
+        return errf(err, errlen, "%s: field \"head_dim\" (%d) must be even for rotary embeddings",
+                    path, c->head_dim);
+
+    c->max_position_embeddings = fam->default_max_pos;
+    if (opt_pos(root, "max_position_embeddings", &c->max_position_embeddings, path, err, errlen)) return -1;
+
+    double eps = 1e-6, theta = 10000.0;
+    if (get_num(root, "rms_norm_eps", &eps, path, err, errlen) < 0) return -1;
+    if (!(eps > 0)) return errf(err, errlen, "%s: field \"rms_norm_eps\" must be > 0", path);
+    if (get_num(root, "rope_theta", &theta, path, err, errlen) < 0) return -1;
+    if (!(theta > 0)) return errf(err, errlen, "%s: field \"rope_theta\" must be > 0", path);
+    c->rms_norm_eps = (float)eps;
+    c->rope_theta = (float)theta;
+
+    c->tie_word_embeddings = 0;
+    if (get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, path, err, errlen) < 0) return -1;
+
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs))
+        return errf(err, errlen, "%s: field \"rope_scaling\" is set; rope scaling is not supported "
+                    "(it must be absent or null)", path);
+
+    const char *act = NULL;
+    if (get_str(root, "hidden_act", &act, path, err, errlen) < 0) return -1;
+    if (act && strcmp(act, "silu") != 0)
+        return errf(err, errlen, "%s: field \"hidden_act\" is \"%s\"; only \"silu\" is supported", path, act);
+
+    /* Llama/Mistral/Qwen3 attention_bias puts a bias on o_proj as well, which
+     * layer_weights has no slot for; Qwen2's q/k/v bias is implied by the
+     * family instead. */
+    int ab = 0, mb = 0;
+    if (get_bool(root, "attention_bias", &ab, path, err, errlen) < 0) return -1;
+    if (ab && !fam->qkv_bias)
+        return errf(err, errlen, "%s: field \"attention_bias\" is true; attention biases are not "
+                    "supported for %s", path, fam->arch);
+    if (get_bool(root, "mlp_bias", &mb, path, err, errlen) < 0) return -1;
+    if (mb) return errf(err, errlen, "%s: field \"mlp_bias\" is true; MLP biases are not supported", path);
+
+    int window = 4096, use_sw = fam->sliding_by_default;
+    if (get_bool(root, "use_sliding_window", &use_sw, path, err, errlen) < 0) return -1;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (sw && cJSON_IsNull(sw)) window = 0;
+    else if (get_int(root, "sliding_window", &window, path, err, errlen) < 0) return -1;
+    if (use_sw && window > 0 && window < c->max_position_embeddings)
+        c->max_position_embeddings = window;
+
+    c->n_mtp_layers = 0;
+    if (get_int(root, "num_nextn_predict_layers", &c->n_mtp_layers, path, err, errlen) < 0) return -1;
+    if (c->n_mtp_layers < 0)
+        return errf(err, errlen, "%s: field \"num_nextn_predict_layers\" must be >= 0", path);
+
+    if (get_token_id(root, "bos_token_id", &c->bos_token_id, path, err, errlen) ||
+        get_token_id(root, "eos_token_id", &c->eos_token_id, path, err, errlen))
+        return -1;
+    return 0;
+}
+
+int config_load(model_config *c, const char *path, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    char *txt = read_text(path, err, errlen);
+    if (!txt) return -1;
+    cJSON *root = cJSON_Parse(txt);
+    free(txt);
+    if (!root) return errf(err, errlen, "%s: not valid JSON", path);
+    int rc = parse(c, root, path, err, errlen);
+    cJSON_Delete(root);
+    if (rc) memset(c, 0, sizeof *c);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* generate.h — plain (non-speculative) generation for a batch of prompts.
+ * Every step is one ragged forward: prefill chunks of the sequences still
+ * reading their prompts beside one decode row for each sequence already
+ * generating, so a sequence's tokens never depend on its neighbours
+ * (the forward is batch-invariant). This is the reference that speculative
+ * decoding must reproduce token for token.
+ *
+ * Ownership: gen_engine owns the model, tokenizer, KV cache and forward
+ * context it creates; gen_result arrays are owned by the caller after
+ * gen_run returns (gen_results_free). */
+#ifndef SPECBED_GENERATE_H
+#define SPECBED_GENERATE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "forward.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef struct {
+    const char *model_dir;
+    int max_batch_rows;    /* rows per forward (prefill chunk budget), default 64 */
+    int page_size;         /* KV page size in tokens, default 16 */
+    int n_pages;           /* KV pool size, default enough for max_seqs × max_seq_len */
+    int max_seqs;          /* default 16 */
+    int max_seq_len;       /* default min(max_position_embeddings, 2048) */
+} gen_engine_opts;
+
+typedef struct {
+    model *m;
+    tokenizer *tok;
+    kv_cache *kv;
+    fwd_ctx *fwd;
+    gen_engine_opts opts;
+} gen_engine;
+
+int  gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, size_t errlen);
+void gen_engine_free(gen_engine *e);
+
+typedef struct {
+    int max_tokens;
+    sampler_params sp;
+    uint64_t seed;         /* per request; sequence i uses seed + i */
+    int ignore_eos;        /* keep going past end-of-text */
+} gen_params;
+
+/* Called for each generated token of sequence i (in order), may be NULL. */
+typedef void (*gen_token_cb)(void *user, int seq_index, int token);
+
+typedef struct {
+    int *tokens;          /* generated ids [n_tokens] (malloc'd) */
+    int n_tokens;
+    int n_prompt;
+    int hit_eos;
+} gen_result;
+
+typedef struct {
+    double prefill_s, decode_s;
+    long prefill_tokens, decode_tokens;
+    long forward_calls;
+} gen_timing;
+
+/* Generates for n prompts (token arrays) together. results[n] filled. */
+int gen_run(gen_engine *e, const int *const *prompts, const int *n_prompt, int n,
+            const gen_params *gp, gen_token_cb cb, void *user, gen_result *results,
+            gen_timing *timing, char *err, size_t errlen);
+void gen_results_free(gen_result *r, int n);
+
+double gen_now(void);   /* monotonic seconds */
+
+#endif

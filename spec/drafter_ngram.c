@@ -1,0 +1,66 @@
+/* drafter_ngram.c — prompt-lookup drafting (see drafter_ngram.h). Stateless
+ * per sequence: everything it needs is the context the loop passes in. */
+#include "drafter_ngram.h"
+#include <stdlib.h>
+#include <string.h>
+#include "errmsg.h"
+
+static int ng_begin(drafter *d, int slot, const int *prompt, int n, const float *h, char *err, size_t el) {
+    (void)d; (void)slot; (void)prompt; (void)n; (void)h; (void)err; (void)el;
+    return 0;
+}
+
+/* Most recent start i < n - len such that t[i..i+len) == t[n-len..n); -1 if none. */
+static int find_match(const int *t, int n, int len) {
+    const int *suffix = t + n - len;
+    for (int i = n - len - 1; i >= 0; i--)
+        if (t[i + len - 1] == suffix[len - 1] && !memcmp(t + i, suffix, sizeof(int) * (size_t)len)) return i;
+    return -1;
+}
+
+static int ng_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t el) {
+    (void)err; (void)el;
+    const ngram_opts *o = d->impl;
+    for (int r = 0; r < n; r++) {
+        spec_proposal *p = &reqs[r];
+        p->k = 0;
+        p->q_valid = 0;     /* deterministic drafts: q is one-hot */
+        p->has_conf = 0;
+        int limit = p->max_k < o->lookahead ? p->max_k : o->lookahead;
+        for (int len = o->n_max; len >= o->n_min && p->k == 0; len--) {
+            if (len >= p->n_tokens) continue;
+            int i = find_match(p->tokens, p->n_tokens, len);
+            if (i < 0) continue;
+            for (int j = i + len; j < p->n_tokens && p->k < limit; j++) p->draft[p->k++] = p->tokens[j];
+        }
+    }
+    return 0;
+}
+
+static void ng_accept(drafter *d, const spec_accept *a, int n) { (void)d; (void)a; (void)n; }
+static void ng_release(drafter *d, int slot) { (void)d; (void)slot; }
+static void ng_free(drafter *d) {
+    if (!d) return;
+    free(d->impl);
+    free(d);
+}
+
+static const drafter_ops NGRAM_OPS = {"ngram", ng_begin, ng_propose, ng_accept, ng_release, ng_free};
+
+int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, char *err, size_t errlen) {
+    *out = NULL;
+    ngram_opts v = *o;
+    if (v.n_max <= 0) v.n_max = 3;
+    if (v.n_min <= 0) v.n_min = 1;
+    if (v.lookahead <= 0) v.lookahead = SPEC_MAX_DEPTH;
+    if (v.n_min > v.n_max) return errf(err, errlen, "ngram: n_min %d exceeds n_max %d", v.n_min, v.n_max);
+    drafter *d = calloc(1, sizeof *d);
+    ngram_opts *impl = malloc(sizeof *impl);
+    if (!d || !impl) { free(d); free(impl); return errf(err, errlen, "out of memory"); }
+    *impl = v;
+    d->ops = &NGRAM_OPS;
+    d->vocab_size = vocab_size;
+    d->impl = impl;
+    *out = d;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* drafters.c — drafter construction by name and the one statistics printer
+ * (see drafters.h). */
+#include "drafters.h"
+#include <stdio.h>
+#include <string.h>
+#include "drafter_model.h"
+#include "drafter_ngram.h"
+#include "errmsg.h"
+#include "spec_decode.h"
+
+int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *err, size_t errlen) {
+    *out = NULL;
+    const char *n = o->name ? o->name : "none";
+    int V = t->m->cfg.vocab_size;
+    if (!strcmp(n, "none")) return 0;
+    if (!strcmp(n, "ngram")) {
+        ngram_opts no = {.n_max = o->ngram_n_max, .n_min = o->ngram_n_min, .lookahead = o->ngram_lookahead};
+        return drafter_ngram_create(out, &no, V, err, errlen);
+    }
+    if (!strcmp(n, "draft")) {
+        draft_model_opts mo = {.model_dir = o->draft_model, .max_seqs = o->max_seqs,
+                               .max_seq_len = t->opts.max_seq_len};
+        return drafter_model_create(out, &mo, t->tok, V, err, errlen);
+    }
+    return errf(err, errlen, "unknown drafter '%s' (expected %s)", n, DRAFTER_NAMES);
+}
+
+void drafter_free(drafter *d) {
+    if (d) d->ops->free(d);
+}
+
+void drafter_print_stats(FILE *f, const drafter *d, int depth) {
+    const drafter_counters *c = &d->counters;
+    fprintf(f, "drafter %s, depth %d: %ld drafts, %ld drafted, %ld accepted, %ld empty proposals\n",
+            d->ops->name, depth, c->drafts, c->drafted_tokens, c->accepted_tokens, c->empty_proposals);
+    fprintf(f, "accept length %.3f (committed per verify step, bonus included), acceptance rate %.3f\n",
+            spec_accept_length(c), spec_acceptance_rate(c));
+    fprintf(f, "per-position acceptance:");
+    for (int i = 0; i < depth && i < SPEC_MAX_DEPTH; i++) fprintf(f, " %.3f", spec_position_rate(c, i));
+    fprintf(f, "\n");
+}

@@ -1,0 +1,410 @@
+/* label: unit */
+/* test_kernels.c — the CPU backend against naive double-precision
+ * references, and the batch invariance DESIGN §4 depends on: a row's result
+ * must be the same bits whatever else is in the call and however many
+ * threads run it.
+ *
+ * Tolerances are error bounds, not guesses. With u = 2⁻²⁴ (f32 unit
+ * roundoff), a float dot product of n terms, in any summation order, is
+ * within γ_n·Σ|x_k·w_k| of the exact value, γ_n = n·u/(1 − n·u) (Higham,
+ * Accuracy and Stability of Numerical Algorithms, §3.1). Element-wise
+ * kernels are a handful of correctly rounded ops plus one libm call
+ * (≤ 1 ulp), so a few ulp relative to the result. */
+#include "backend.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U (1.0 / 16777216.0)   /* 2^-24 */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void) { /* [0, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
+static double gamma_n(int n) { return n * U / (1.0 - n * U); }
+
+/* ---- weights in three dtypes with exactly known values -------------------- */
+
+/* bf16: the top half of an f32, so the value is that f32 with its low 16 bits cleared. */
+static uint16_t to_bf16(float f) { uint32_t b; memcpy(&b, &f, 4); return (uint16_t)(b >> 16); }
+static double bf16_value(uint16_t h) {
+    uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f;
+}
+/* f16 normals from their fields, independent of the backend's bit tricks. */
+static uint16_t rand_f16(void) {
+    uint16_t s = urand() < 0.5 ? 0x8000 : 0, e = (uint16_t)(10 + (int)(urand() * 8)); /* |v| in [2^-5, 8) */
+    uint16_t man = (uint16_t)(urand() * 1024);
+    return (uint16_t)(s | (e << 10) | man);
+}
+static double f16_value(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, man = h & 1023;
+    double v = e ? ldexp(1.0 + man / 1024.0, e - 15) : ldexp(man / 1024.0, -14);
+    return s ? -v : v;
+}
+
+typedef struct { kb_weight w; void *buf; double *val; /* [rows, cols] exact values */ } test_weight;
+
+static test_weight make_weight(kb_dtype dt, int rows, int cols) {
+    test_weight t;
+    size_t n = (size_t)rows * cols;
+    t.buf = malloc(n * kb_dtype_size(dt));
+    t.val = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        if (dt == KB_F32) { float f = frand(-1, 1); ((float *)t.buf)[i] = f; t.val[i] = f; }
+        else if (dt == KB_BF16) { uint16_t h = to_bf16(frand(-1, 1)); ((uint16_t *)t.buf)[i] = h; t.val[i] = bf16_value(h); }
+        else { uint16_t h = rand_f16(); ((uint16_t *)t.buf)[i] = h; t.val[i] = f16_value(h); }
+    }
+    t.w = (kb_weight){ .dt = dt, .data = t.buf, .rows = rows, .cols = cols };
+    return t;
+}
+static void free_weight(test_weight *t) { free(t->buf); free(t->val); }
+
+static const char *dt_name(kb_dtype dt) { return dt == KB_F32 ? "f32" : dt == KB_BF16 ? "bf16" : "f16"; }
+
+/* ---- conversions ---------------------------------------------------------- */
+
+static void test_conversions(void) {
+    CHECK(kb_dtype_size(KB_F32) == 4 && kb_dtype_size(KB_BF16) == 2 && kb_dtype_size(KB_F16) == 2);
+    const uint16_t h[] = { 0x0000, 0x8000, 0x3c00, 0xc000, 0x7bff, 0x0400, 0x0001, 0x03ff, 0x7c00, 0xfc00, 0x3555 };
+    const double want[] = { 0.0, -0.0, 1.0, -2.0, 65504.0, ldexp(1, -14), ldexp(1, -24),
+                            1023 * ldexp(1, -24), INFINITY, -INFINITY, f16_value(0x3555) };
+    float got[11];
+    kb_to_f32(got, h, KB_F16, 11);
+    for (int i = 0; i < 11; i++) CHECKF(got[i] == want[i], "f16 0x%04x -> %g, want %g", h[i], got[i], want[i]);
+    CHECK(signbit(got[1]));
+    uint16_t nan16 = 0x7e00;
+    kb_to_f32(got, &nan16, KB_F16, 1);
+    CHECK(isnan(got[0]));
+
+    const uint16_t b[] = { 0x3f80, 0xc040, 0x0001, 0x7f80 };
+    const double bw[] = { 1.0, -3.0, ldexp(1, -133), INFINITY };
+    kb_to_f32(got, b, KB_BF16, 4);
+    for (int i = 0; i < 4; i++) CHECKF(got[i] == bw[i], "bf16 0x%04x -> %g, want %g", b[i], got[i], bw[i]);
+
+    /* embedding lookup: row r as f32 */
+    for (int dt = 0; dt < 3; dt++) {
+        test_weight t = make_weight((kb_dtype)dt, 5, 13);
+        float row[13];
+        kb_weight_row(row, &t.w, 3);
+        for (int k = 0; k < 13; k++) CHECKF(row[k] == t.val[3 * 13 + k], "%s weight_row[3][%d]", dt_name(dt), k);
+        free_weight(&t);
+    }
+    /* memory */
+    unsigned char *p = kb_alloc(1000);
+    CHECK(p != NULL);
+    int zero = 1;
+    for (int i = 0; i < 1000; i++) zero &= p[i] == 0;
+    CHECK(zero);
+    unsigned char src[16] = "0123456789abcde", back[16];
+    kb_copy_to_device(p, src, 16);
+    kb_copy_to_host(back, p, 16);
+    CHECK(memcmp(src, back, 16) == 0);
+    kb_free(p);
+}
+
+/* ---- matmul --------------------------------------------------------------- */
+
+static void test_matmul_accuracy(void) {
+    const int cols_list[] = { 1, 7, 8, 9, 31, 32, 33, 64, 77, 100, 129, 300 };
+    const int rows_list[] = { 1, 5, 16, 17, 33 };
+    const int m_list[] = { 1, 3, 4, 5, 9 };
+    double worst = 0;
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
+                for (size_t mi = 0; mi < sizeof m_list / sizeof *m_list; mi++) {
+                    int cols = cols_list[ci], rows = rows_list[ri], m = m_list[mi];
+                    test_weight t = make_weight((kb_dtype)dt, rows, cols);
+                    float *x = malloc((size_t)m * cols * sizeof(float));
+                    float *y = malloc((size_t)m * rows * sizeof(float));
+                    for (int i = 0; i < m * cols; i++) x[i] = frand(-2, 2);
+                    kb_matmul(y, x, &t.w, m);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < rows; j++) {
+                            double ref = 0, mag = 0;
+                            for (int k = 0; k < cols; k++) {
+                                double p = (double)x[i * cols + k] * t.val[(size_t)j * cols + k];
+                                ref += p; mag += fabs(p);
+                            }
+                            double err = fabs(y[i * rows + j] - ref), tol = gamma_n(cols) * mag;
+                            if (mag > 0 && err / mag > worst) worst = err / mag;
+                            CHECKF(err <= tol, "%s matmul m=%d rows=%d cols=%d y[%d][%d]=%.9g ref=%.9g (tol %.3g)",
+                                   dt_name(dt), m, rows, cols, i, j, y[i * rows + j], ref, tol);
+                        }
+                    free(x); free(y); free_weight(&t);
+                }
+    printf("matmul: worst |err|/sum|x*w| = %.3g (bound gamma_n, n<=300: %.3g)\n", worst, gamma_n(300));
+}
+
+/* Row results must be bit-identical for any m, any neighbours, any thread count. */
+static void test_matmul_invariance(void) {
+    const int shapes[][2] = { { 37, 77 }, { 300, 256 }, { 64, 45 } }; /* rows, cols */
+    const int M = 17;
+    for (int dt = 0; dt < 3; dt++)
+        for (int s = 0; s < 3; s++) {
+            int rows = shapes[s][0], cols = shapes[s][1];
+            test_weight t = make_weight((kb_dtype)dt, rows, cols);
+            float *x = malloc((size_t)(M + 8) * cols * sizeof(float));
+            float *yfull = malloc((size_t)M * rows * sizeof(float));
+            float *y = malloc((size_t)(M + 8) * rows * sizeof(float));
+            float *xb = malloc((size_t)(M + 8) * cols * sizeof(float));
+            for (int i = 0; i < (M + 8) * cols; i++) x[i] = frand(-2, 2);
+            omp_set_num_threads(2);
+            kb_matmul(yfull, x, &t.w, M);
+            int bad = 0;
+            for (int threads = 1; threads <= 2; threads++) {
+                omp_set_num_threads(threads);
+                /* prefixes m = 1..17 */
+                for (int m = 1; m <= M; m++) {
+                    kb_matmul(y, x, &t.w, m);
+                    bad += memcmp(y, yfull, (size_t)m * rows * sizeof(float)) != 0;
+                }
+                /* each row alone, and at each slot of a batch of random neighbours */
+                for (int i = 0; i < M; i++) {
+                    kb_matmul(y, x + (size_t)i * cols, &t.w, 1);
+                    bad += memcmp(y, yfull + (size_t)i * rows, rows * sizeof(float)) != 0;
+                    int m = 1 + (int)(urand() * (M + 7)), at = (int)(urand() * m);
+                    for (int k = 0; k < m * cols; k++) xb[k] = frand(-3, 3);
+                    memcpy(xb + (size_t)at * cols, x + (size_t)i * cols, cols * sizeof(float));
+                    kb_matmul(y, xb, &t.w, m);
+                    bad += memcmp(y + (size_t)at * rows, yfull + (size_t)i * rows, rows * sizeof(float)) != 0;
+                }
+            }
+            CHECKF(bad == 0, "%s matmul rows=%d cols=%d: %d row results changed with m/neighbours/threads",
+                   dt_name(dt), rows, cols, bad);
+            free(x); free(y); free(xb); free(yfull); free_weight(&t);
+        }
+    omp_set_num_threads(2);
+}
+
+/* ---- rmsnorm, rope, swiglu, add, softmax ---------------------------------- */
+
+static void test_rmsnorm(void) {
+    const int m = 6, n = 131;
+    float x[6 * 131], g[131], y[6 * 131], y1[131];
+    for (int i = 0; i < m * n; i++) x[i] = frand(-3, 3) * (i < n ? 1e-3f : 1.0f);
+    for (int k = 0; k < n; k++) g[k] = frand(0.5f, 1.5f);
+    const float eps = 1e-6f;
+    kb_rmsnorm(y, x, g, m, n, eps);
+    for (int i = 0; i < m; i++) {
+        double ss = 0;
+        for (int k = 0; k < n; k++) ss += (double)x[i * n + k] * x[i * n + k];
+        double inv = 1.0 / sqrt(ss / n + eps);
+        for (int k = 0; k < n; k++) {
+            double ref = g[k] * (x[i * n + k] * inv);
+            /* inv rounded (0.5 ulp) + two products (0.5 ulp each): < 2 ulp; allow 3. */
+            CHECKF(fabs(y[i * n + k] - ref) <= 3 * U * fabs(ref), "rmsnorm[%d][%d] %.9g vs %.9g", i, k, y[i * n + k], ref);
+        }
+        kb_rmsnorm(y1, x + i * n, g, 1, n, eps);
+        CHECKF(memcmp(y1, y + i * n, sizeof y1) == 0, "rmsnorm row %d alone differs from in batch", i);
+    }
+    /* in place (y aliases x) gives the same bits */
+    float xc[6 * 131];
+    memcpy(xc, x, sizeof xc);
+    kb_rmsnorm(xc, xc, g, m, n, eps);
+    CHECK(memcmp(xc, y, sizeof xc) == 0);
+}
+
+static void test_rope(void) {
+    const int m = 5, nh = 3, hd = 16;
+    const int pos[5] = { 0, 1, 127, 128, 4000 };
+    const float theta = 1e6f;
+    float x[5 * 3 * 16], y[5 * 3 * 16];
+    for (int i = 0; i < m * nh * hd; i++) x[i] = frand(-2, 2);
+    memcpy(y, x, sizeof y);
+    kb_rope(y, pos, m, nh, hd, theta);
+    int half = hd / 2;
+    for (int r = 0; r < m; r++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < half; i++) {
+                /* The spec: HF's float32 inv_freq and angle, then exact trig. */
+                float e = (float)(2 * i) / (float)hd;
+                float inv = 1.0f / (float)pow(theta, e);
+                float ang = (float)pos[r] * inv;
+                double c = cos(ang), s = sin(ang);
+                const float *v = x + (r * nh + h) * hd;
+                double a = v[i], b = v[i + half];
+                double ra = a * c - b * s, rb = b * c + a * s, mag = fabs(a) + fabs(b);
+                /* cos/sin rounded to float (0.5 ulp each), 2 products + 1 sum: ≤ 2.5 ulp of |a|+|b|. */
+                const float *o = y + (r * nh + h) * hd;
+                CHECKF(fabs(o[i] - ra) <= 3 * U * mag && fabs(o[i + half] - rb) <= 3 * U * mag,
+                       "rope pos %d head %d i %d: (%.9g, %.9g) vs (%.9g, %.9g)", pos[r], h, i,
+                       o[i], o[i + half], ra, rb);
+            }
+    /* position 0 is the identity, exactly */
+    CHECK(memcmp(y, x, nh * hd * sizeof(float)) == 0);
+    /* a row alone gives the same bits as in the batch */
+    float one[3 * 16];
+    memcpy(one, x + 3 * nh * hd, sizeof one);
+    kb_rope(one, &pos[3], 1, nh, hd, theta);
+    CHECK(memcmp(one, y + 3 * nh * hd, sizeof one) == 0);
+}
+
+static void test_pointwise(void) {
+    const int m = 3, n = 97;
+    float g[3 * 97], u[3 * 97], o[3 * 97], o1[97];
+    for (int i = 0; i < m * n; i++) { g[i] = frand(-20, 20); u[i] = frand(-2, 2); }
+    kb_swiglu(o, g, u, m, n);
+    for (int i = 0; i < m * n; i++) {
+        double ref = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        /* expf ≤ 1 ulp, then +, /, ×: ≤ 4 ulp relative (1 + exp(−g) ≥ 1 keeps it well conditioned). */
+        CHECKF(fabs(o[i] - ref) <= 4 * U * fabs(ref) + 1e-30, "swiglu[%d] %.9g vs %.9g", i, o[i], ref);
+    }
+    kb_swiglu(o1, g + n, u + n, 1, n);
+    CHECK(memcmp(o1, o + n, sizeof o1) == 0);
+    memcpy(o1, g + n, sizeof o1);
+    kb_swiglu(o1, o1, u + n, 1, n);   /* out aliases gate */
+    CHECK(memcmp(o1, o + n, sizeof o1) == 0);
+
+    float a[6] = { 1, 2, 3, 4, 5, 6 }, b[6] = { 0.5f, -2, 1e-8f, 0, -5, 6 };
+    kb_add(a, b, 2, 3);
+    CHECK(a[0] == 1.5f && a[1] == 0 && a[2] == 3 + 1e-8f && a[3] == 4 && a[4] == 0 && a[5] == 12);
+}
+
+static void test_softmax(void) {
+    const int n = 1000;
+    float x[1000], y[1000];
+    for (int i = 0; i < n; i++) x[i] = frand(-30, 30);
+    memcpy(y, x, sizeof y);
+    double lse = kb_softmax(y, n);
+    double mx = x[0];
+    for (int i = 1; i < n; i++) mx = fmax(mx, x[i]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp(x[i] - mx);
+    double lse_ref = mx + log(sum), total = 0;
+    for (int i = 0; i < n; i++) {
+        double ref = exp(x[i] - mx) / sum;
+        total += y[i];
+        /* x−max is exact (Sterbenz) or ≤ 0.5 ulp; expf ≤ 1 ulp; the double sum is exact to
+         * ~1e-15; the final rounding 0.5 ulp: with the rounding of x−max propagated
+         * (|x−max| ≤ 60 → 60·0.5 ulp of 1), allow 40 ulp relative. */
+        CHECKF(fabs(y[i] - ref) <= 40 * U * ref + 1e-38, "softmax[%d] %.9g vs %.9g", i, y[i], ref);
+    }
+    CHECKF(fabs(lse - lse_ref) <= 1e-6, "lse %.12g vs %.12g", lse, lse_ref);
+    CHECKF(fabs(total - 1.0) <= n * U, "softmax sums to %.12g", total);
+    float big[3] = { 1000, 1000, -INFINITY };  /* no overflow; −inf gets weight 0 */
+    double l = kb_softmax(big, 3);
+    CHECK(big[0] == 0.5f && big[1] == 0.5f && big[2] == 0.0f && fabs(l - (1000 + log(2.0))) < 1e-9);
+}
+
+/* ---- attention over pages ------------------------------------------------- */
+
+typedef struct {
+    float *k, *v;   /* pool [n_pages, page_size, n_kv, hd] */
+    int *pages;
+    kb_kv_view view;
+} paged;
+
+/* Lays out the history K[n_ctx][n_kv][hd] in pages of page_size, placing the
+ * sequence's pages at shuffled pool indices. */
+static paged make_paged(const float *K, const float *V, int n_ctx, int n_kv, int hd, int page_size) {
+    paged p;
+    int np = (n_ctx + page_size - 1) / page_size, pool = np + 3;
+    size_t slot = (size_t)n_kv * hd, pg = slot * page_size;
+    p.k = calloc(pool * pg, sizeof(float));
+    p.v = calloc(pool * pg, sizeof(float));
+    p.pages = malloc(np * sizeof(int));
+    int *perm = malloc(pool * sizeof(int));
+    for (int i = 0; i < pool; i++) perm[i] = i;
+    for (int i = pool - 1; i > 0; i--) { int j = (int)(urand() * (i + 1)); int t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (int i = 0; i < np; i++) p.pages[i] = perm[i];
+    free(perm);
+    for (int t = 0; t < n_ctx; t++) {
+        size_t off = (size_t)p.pages[t / page_size] * pg + (size_t)(t % page_size) * slot;
+        memcpy(p.k + off, K + t * slot, slot * sizeof(float));
+        memcpy(p.v + off, V + t * slot, slot * sizeof(float));
+    }
+    for (size_t i = 0; i < pool * pg; i++) if (p.k[i] == 0) p.k[i] = 1e30f; /* garbage in unused slots */
+    p.view = (kb_kv_view){ .k_pages = p.k, .v_pages = p.v, .pages = p.pages,
+                           .page_size = page_size, .n_kv_heads = n_kv, .head_dim = hd };
+    return p;
+}
+static void free_paged(paged *p) { free(p->k); free(p->v); free(p->pages); }
+
+static void test_attention(void) {
+    const int cfgs[][4] = { { 8, 2, 64, 300 }, { 4, 4, 20, 37 }, { 6, 1, 16, 1 } }; /* heads, kv heads, hd, n_ctx */
+    for (int c = 0; c < 3; c++) {
+        int nh = cfgs[c][0], nkv = cfgs[c][1], hd = cfgs[c][2], n_ctx = cfgs[c][3];
+        size_t slot = (size_t)nkv * hd;
+        float *K = malloc(n_ctx * slot * sizeof(float)), *V = malloc(n_ctx * slot * sizeof(float));
+        float *q = malloc(nh * hd * sizeof(float)), *out = malloc(nh * hd * sizeof(float));
+        float *out2 = malloc(nh * hd * sizeof(float)), *scratch = malloc(n_ctx * sizeof(float));
+        for (size_t i = 0; i < n_ctx * slot; i++) { K[i] = frand(-1, 1); V[i] = frand(-1, 1); }
+        for (int i = 0; i < nh * hd; i++) q[i] = frand(-1, 1);
+        float scale = (float)(1.0 / sqrt(hd)) * 4; /* sharper than usual: a peaked softmax */
+        paged p16 = make_paged(K, V, n_ctx, nkv, hd, 16);
+        kb_attention_row(out, q, &p16.view, n_ctx, nh, scale, scratch);
+
+        /* double reference, and the error bound: a score error e_s perturbs the
+         * weights by a factor within exp(±2·e_s); the weights' own rounding and
+         * the float sums over n_ctx positions add (n_ctx + 4)·u, all relative to
+         * Σ_p w_p·|v_p| ≤ max|v|. */
+        double *sc = malloc(n_ctx * sizeof(double));
+        for (int h = 0; h < nh; h++) {
+            const float *qh = q + h * hd;
+            int kvh = h / (nh / nkv);
+            double mx = -INFINITY, es = 0;
+            for (int t = 0; t < n_ctx; t++) {
+                double d = 0, mag = 0;
+                for (int i = 0; i < hd; i++) {
+                    double pr = (double)qh[i] * K[t * slot + kvh * hd + i];
+                    d += pr; mag += fabs(pr);
+                }
+                sc[t] = d * scale;
+                es = fmax(es, (gamma_n(hd) * mag + U * fabs(d)) * scale + U * fabs(sc[t]));
+                mx = fmax(mx, sc[t]);
+            }
+            double sum = 0;
+            for (int t = 0; t < n_ctx; t++) { sc[t] = exp(sc[t] - mx); sum += sc[t]; }
+            double tol = (expm1(2 * es) + (n_ctx + 4) * U) * 1.0 /* max|v| */ + 1e-30;
+            for (int i = 0; i < hd; i++) {
+                double ref = 0;
+                for (int t = 0; t < n_ctx; t++) ref += sc[t] / sum * V[t * slot + kvh * hd + i];
+                CHECKF(fabs(out[h * hd + i] - ref) <= tol, "attention cfg %d head %d dim %d: %.9g vs %.9g (tol %.3g)",
+                       c, h, i, out[h * hd + i], ref, tol);
+            }
+        }
+        free(sc);
+
+        /* The same history in other page sizes and placements: the same bits,
+         * because positions are visited in order whatever the layout. */
+        const int sizes[] = { 1, 3, 16, 64 };
+        for (int s = 0; s < 4; s++) {
+            paged p = make_paged(K, V, n_ctx, nkv, hd, sizes[s]);
+            kb_attention_row(out2, q, &p.view, n_ctx, nh, scale, scratch);
+            CHECKF(memcmp(out, out2, nh * hd * sizeof(float)) == 0, "attention cfg %d: page size %d changed the result", c, sizes[s]);
+            free_paged(&p);
+        }
+        /* and a shorter context only sees its prefix: n_ctx − 1 must match a
+         * history that never had the last position */
+        if (n_ctx > 1) {
+            paged p = make_paged(K, V, n_ctx - 1, nkv, hd, 16);
+            float *o3 = malloc(nh * hd * sizeof(float));
+            kb_attention_row(o3, q, &p.view, n_ctx - 1, nh, scale, scratch);
+            kb_attention_row(out2, q, &p16.view, n_ctx - 1, nh, scale, scratch);
+            CHECK(memcmp(o3, out2, nh * hd * sizeof(float)) == 0);
+            free(o3);
+            free_paged(&p);
+        }
+        free_paged(&p16);
+        free(K); free(V); free(q); free(out); free(out2); free(scratch);
+    }
+}
+
+int main(void) {
+    test_conversions();
+    test_matmul_accuracy();
+    test_matmul_invariance();
+    test_rmsnorm();
+    test_rope();
+    test_pointwise();
+    test_softmax();
+    test_attention();
+    return tu_done("test_kernels");
+}

@@ -1,0 +1,100 @@
+/* label: model */
+/* test_spec_lossless.c — speculation never changes greedy output.
+ * For every drafter, depths 1..8 and batches of 1, 3 and 8 sequences of
+ * mixed lengths, spec_run's tokens equal the plain loop's (engine/generate.c,
+ * a separate implementation) token for token. Each configuration must also
+ * have drafted and accepted something: a disarmed drafter would trivially
+ * "pass", so it fails here instead.
+ *
+ * Model: the bundled models/tiny family when present (code and prose
+ * prompts from workloads/), else the random test fixtures, where the target
+ * drafting for itself exercises the all-accepted + bonus path and the other
+ * fixture exercises rejections. */
+#include <stdlib.h>
+#include <string.h>
+#include "drafters.h"
+#include "spec_decode.h"
+#include "test_util.h"
+
+enum { NP = 8, MAXP = 400, GEN = 32 };
+
+typedef struct {
+    const char *target, *label;
+    drafter_opts dopt;
+    int need_accept;   /* this drafter must get drafts accepted */
+} config;
+
+static long total_tokens[8];
+
+static void run_config(gen_engine *e, const config *c, int ci, int prompts[NP][MAXP], int *lens) {
+    char err[1024];
+    drafter *d = NULL;
+    if (drafter_create(&d, &c->dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", c->label, err); return; }
+    const int batches[3] = {1, 3, 8};
+    gen_params gp = {.max_tokens = GEN, .ignore_eos = 1};
+    gen_result ref[NP];
+    const int *pp[NP];
+    for (int i = 0; i < NP; i++) pp[i] = prompts[i];
+    for (int i = 0; i < NP; i++)
+        CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
+    for (int depth = 1; depth <= 8; depth++) {
+        memset(&d->counters, 0, sizeof d->counters);
+        for (int bi = 0; bi < 3; bi++) {
+            int B = batches[bi];
+            for (int start = 0; start + B <= NP; start += B) {
+                gen_result out[NP];
+                spec_params sp = {.gen = gp, .depth = depth};
+                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, NULL, err, sizeof err)) {
+                    CHECKF(0, "%s depth %d batch %d: %s", c->label, depth, B, err);
+                    continue;
+                }
+                for (int i = 0; i < B; i++) {
+                    const gen_result *r = &ref[start + i];
+                    CHECKF(out[i].n_tokens == r->n_tokens &&
+                               !memcmp(out[i].tokens, r->tokens, sizeof(int) * (size_t)r->n_tokens),
+                           "%s depth %d batch %d prompt %d: speculative output differs", c->label, depth, B,
+                           start + i);
+                    total_tokens[ci] += out[i].n_tokens;
+                }
+                gen_results_free(out, B);
+            }
+        }
+        const drafter_counters *k = &d->counters;
+        CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", c->label, depth);
+        if (c->need_accept)
+            CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; acceptance path never ran", c->label, depth);
+        CHECK(k->committed_tokens == k->steps + k->accepted_tokens);
+    }
+    gen_results_free(ref, NP);
+    drafter_free(d);
+    CHECK(kv_pages_free(e->kv) == kv_pages_total(e->kv));
+}
+
+int main(void) {
+    char err[1024];
+    const char *target = "tests/fixtures/qwen3-tied";
+    gen_engine *e;
+    gen_engine_opts eo = {.model_dir = tu_path(target), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_spec_lossless"); }
+    int V = e->m->cfg.vocab_size;
+    static int prompts[NP][MAXP];
+    int lens[NP] = {120, 9, 300, 40, 3, 129, 77, 210};
+    /* Repetitive prompts (so ngram finds matches) mixed with pseudo-random ones. */
+    for (int i = 0; i < NP; i++)
+        for (int j = 0; j < lens[i]; j++)
+            prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % (unsigned)V)
+                                  : (int)((unsigned)(j % (5 + i)) * 131u % (unsigned)V);
+    config cfgs[] = {
+        {target, "ngram", {.name = "ngram"}, 0},
+        {target, "draft(self)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1},
+        {target, "draft(other)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-untied"), .max_seqs = 8}, 0},
+    };
+    int nc = (int)(sizeof cfgs / sizeof cfgs[0]);
+    for (int c = 0; c < nc; c++) {
+        run_config(e, &cfgs[c], c, prompts, lens);
+        printf("%s: %ld tokens compared\n", cfgs[c].label, total_tokens[c]);
+        CHECKF(total_tokens[c] >= 2000, "%s: only %ld tokens", cfgs[c].label, total_tokens[c]);
+    }
+    gen_engine_free(e);
+    return tu_done("test_spec_lossless");
+}
