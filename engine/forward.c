@@ -256,6 +256,14 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
                     for (int i = 0; i < n; i++)
                         memcpy(o->taps + ((size_t)i * o->n_taps + t) * H, f->x + (size_t)i * H,
                                (size_t)H * sizeof(float));
+        /* Fault injection (serve --inject-fault): a transient buffer
+         * overwriting part of a row's residual stream after layer 0, as the
+         * SGLang/SM120 allocator hazard did. Later layers, the KV written by
+         * them and the logits all see the damage. */
+        if (l == 0 && o && o->corrupt_rows)
+            for (int i = 0; i < n; i++)
+                if (o->corrupt_rows[i])
+                    for (int j = 0; j < H; j += 2) f->x[(size_t)i * H + j] = (float)((j * 7919) % 13) - 6.0f;
     }
 
     kb_rmsnorm(f->xb, f->x, m->final_norm, n, H, c->rms_norm_eps);

@@ -34,6 +34,8 @@ typedef struct {
     int n_taps;
     float *taps;           /* out: [total_rows, n_taps, hidden] */
     float *final_hidden;   /* out, optional: [total_rows, hidden] after the final norm */
+    const unsigned char *corrupt_rows; /* fault injection only: [total_rows], non-zero rows get
+                                          their hidden state overwritten after layer 0; NULL = none */
 } fwd_out;
 
 typedef struct fwd_ctx fwd_ctx;

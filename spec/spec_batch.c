@@ -35,6 +35,10 @@ struct spec_batch {
     spec_proposal *props;
     spec_accept *accs;
     spec_batch_stats st;
+    int fault_on;
+    spec_fault fault;
+    rng_state fault_rng;
+    unsigned char *corrupt;     /* [budget] rows to corrupt this step */
 };
 
 static int is_eos(const spec_batch *b, int id) {
@@ -86,7 +90,8 @@ int spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_d
     b->qbuf = d ? malloc(sizeof(float) * S * SPEC_MAX_DEPTH * V) : NULL;
     b->props = calloc(S, sizeof *b->props);
     b->accs = calloc(S, sizeof *b->accs);
-    if (!b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
+    b->corrupt = calloc(R, 1);
+    if (!b->corrupt || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
         !b->logit_of_row || !b->rowtok || !b->committed || !b->logits || !b->probs || !b->scratch ||
         (b->n_taps && !b->taps) || (d && !b->qbuf) || !b->props || !b->accs) {
         spec_batch_free(b);
@@ -103,12 +108,21 @@ void spec_batch_free(spec_batch *b) {
     free(b->r); free(b->spans); free(b->span_slot); free(b->span_row0); free(b->span_verify);
     free(b->logit_rows); free(b->logit_of_row); free(b->rowtok); free(b->committed); free(b->logits);
     free(b->probs); free(b->scratch); free(b->taps); free(b->qbuf); free(b->props); free(b->accs);
+    free(b->corrupt);
     free(b);
 }
 
 void spec_batch_set_scheduler(spec_batch *b, const spec_scheduler *s) {
     if (s) b->sched = *s;
     else memset(&b->sched, 0, sizeof b->sched);
+}
+
+void spec_batch_set_fault(spec_batch *b, const spec_fault *f) {
+    b->fault_on = f != NULL;
+    if (f) {
+        b->fault = *f;
+        rng_seed(&b->fault_rng, f->seed);
+    }
 }
 
 int spec_batch_add(spec_batch *b, const int *prompt, int n, const spec_req_params *p, int *slot,
@@ -291,11 +305,32 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     }
     if (ns == 0) return 0;
 
+    int verify_rows = rows - prefill_rows, faulty = 0;
+    if (b->fault_on && verify_rows >= b->fault.min_rows && rng_uniform(&b->fault_rng) < b->fault.p) {
+        /* one draft row (never a request's first row, which holds no draft)
+         * of one request that drafted */
+        int cand = 0;
+        for (int k = 0; k < np; k++) cand += b->props[k].k > 0;
+        if (cand) {
+            int pick = (int)(rng_next(&b->fault_rng) % (uint64_t)cand);
+            for (int k = 0; k < np; k++) {
+                if (b->props[k].k <= 0 || pick--) continue;
+                int r = 1 + (int)(rng_next(&b->fault_rng) % (uint64_t)b->props[k].k);
+                b->corrupt[b->span_row0[k] + r] = 1;
+                faulty = 1;
+                b->st.faults_injected++;
+                break;
+            }
+        }
+    }
     fwd_batch fb = {.spans = b->spans, .n_spans = ns};
     fwd_out fo = {.logit_rows = b->logit_rows, .n_logit_rows = nl, .logits = b->logits,
-                  .tap_layers = T ? d->tap_layers : NULL, .n_taps = T, .taps = b->taps};
+                  .tap_layers = T ? d->tap_layers : NULL, .n_taps = T, .taps = b->taps,
+                  .corrupt_rows = faulty ? b->corrupt : NULL};
     double t0 = gen_now();
-    if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+    int frc = fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen);
+    if (faulty) memset(b->corrupt, 0, (size_t)rows);
+    if (frc) return -1;
     double t1 = gen_now();
     b->st.forward_s += t1 - t0;
     b->st.steps++;

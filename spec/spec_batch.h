@@ -52,11 +52,23 @@ typedef struct {
 
 typedef struct spec_batch spec_batch;
 
+/* Fault injection for canary validation (serve --inject-fault): when a step
+ * verifies at least min_rows rows, with probability p one draft row of one
+ * request gets its hidden state overwritten (forward.h corrupt_rows),
+ * emulating the SGLang/SM120 hazard of a transient buffer landing on
+ * in-flight data. Its own RNG, so request RNGs are untouched. */
+typedef struct {
+    int min_rows;
+    double p;
+    uint64_t seed;
+} spec_fault;
+
 /* d may be NULL (no speculation). default_depth is used by requests with depth -1. */
 int  spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_depth,
                        const spec_callbacks *cb, char *err, size_t errlen);
 void spec_batch_free(spec_batch *b);   /* cancels anything still running */
 void spec_batch_set_scheduler(spec_batch *b, const spec_scheduler *s);
+void spec_batch_set_fault(spec_batch *b, const spec_fault *f);   /* NULL = off */
 
 /* Admits a request; *slot identifies it in callbacks. Fails (without side
  * effects) on bad input or when no slot / KV page is free. */
@@ -78,6 +90,7 @@ typedef struct {
     long verify_seq_steps;      /* Σ requests verified per step */
     long committed;             /* tokens committed by verify steps */
     long prefill_tokens;
+    long faults_injected;
     double forward_s, draft_s, verify_s, step_s;
 } spec_batch_stats;
 const spec_batch_stats *spec_batch_get_stats(const spec_batch *b);
