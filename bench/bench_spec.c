@@ -10,15 +10,22 @@
  *
  * Like bench_engine, this measures the engine below HTTP, so it links it.
  *
- * usage: bench_spec --model DIR [--draft-model DIR] [--drafters ngram,draft,mtp]
- *                   [--workloads code,prose] [--num-prompts N] [--max-tokens N]
- *                   [--depths 1-8] [--out FILE.csv] */
+ * With --schedules, each drafter × depth also runs under each verification
+ * scheduler (spec/sched.h); for drafters with a confidence head the mean
+ * predicted survival per position is printed beside the observed one (the
+ * head's calibration).
+ *
+ * usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]
+ *                   [--drafters ngram,draft,mtp,dspark] [--schedules fixed,...]
+ *                   [--cost-table FILE] [--workloads code,prose] [--num-prompts N]
+ *                   [--max-tokens N] [--depths 1-8] [--out FILE.csv] */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "csv_row.h"
 #include "drafters.h"
+#include "sched.h"
 #include "spec_decode.h"
 
 typedef struct {
@@ -68,14 +75,17 @@ static void free_set(prompt_set *ps) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *draft_dir = NULL, *out = NULL;
-    char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose";
+    const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
+    char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "bench_spec: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--draft-model")) draft_dir = v;
+        else if (!strcmp(a, "--dspark-model")) dspark_dir = v;
+        else if (!strcmp(a, "--cost-table")) cost_path = v;
+        else if (!strcmp(a, "--schedules")) snprintf(schedules_s, sizeof schedules_s, "%s", v);
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
         else if (!strcmp(a, "--workloads")) snprintf(workloads_s, sizeof workloads_s, "%s", v);
@@ -86,14 +96,23 @@ int main(int argc, char **argv) {
         i++;
     }
     if (!model_dir || num_prompts < 1 || max_tokens < 2 || dmin < 1 || dmax > SPEC_MAX_DEPTH || dmin > dmax) {
-        fprintf(stderr, "usage: bench_spec --model DIR [--draft-model DIR] [--drafters ngram,draft,mtp] "
-                        "[--workloads code,prose] [--num-prompts N] [--max-tokens N] [--depths A-B] [--out F.csv]\n");
+        fprintf(stderr, "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR] "
+                        "[--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive] "
+                        "[--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N] "
+                        "[--depths A-B] [--out F.csv]\n");
         return 2;
     }
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
+    cost_table cost;
+    if (cost_path) {
+        if (cost_table_load(&cost, cost_path, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
+    } else if (cost_table_profile(&cost, e, NULL, 4 * (dmax + 1), 128, 3, err, sizeof err)) {
+        fprintf(stderr, "bench_spec: %s\n", err);
+        return 1;
+    }
     /* the repo root: workloads live next to bench/ */
     char root[4096];
     snprintf(root, sizeof root, "%s", argv[0]);
@@ -106,10 +125,11 @@ int main(int argc, char **argv) {
         csv = fopen(tmp_out, "w");
         if (!csv) { fprintf(stderr, "bench_spec: cannot write %s\n", out); return 1; }
         csv_row h = {csv, 0};
-        const char *cols[] = {"workload", "drafter", "depth", "accept_length", "acceptance_rate", "tokens_per_s",
-                              "speedup", "mismatches"};
-        for (int i = 0; i < 8; i++) csv_row_field(&h, cols[i]);
+        const char *cols[] = {"workload", "drafter", "schedule", "depth", "accept_length", "acceptance_rate",
+                              "tokens_per_s", "speedup", "mismatches"};
+        for (int i = 0; i < 9; i++) csv_row_field(&h, cols[i]);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pos%d", i + 1);
+        for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pred_survival%d", i + 1);
         csv_row_end(&h);
     }
     int rc = 0;
@@ -135,12 +155,13 @@ int main(int argc, char **argv) {
         double base_tps = base_tok / base_s;
         printf("\nworkload %s: %d prompts, %d tokens each; speculation off %.1f tokens/s\n", w, ps.count,
                max_tokens, base_tps);
-        printf("%-8s %5s %8s %8s %9s %7s  per-position acceptance\n", "drafter", "depth", "acc.len", "acc.rate",
-               "tokens/s", "speedup");
+        printf("%-8s %-10s %5s %8s %8s %9s %7s  per-position acceptance [predicted survival]\n", "drafter",
+               "schedule", "depth", "acc.len", "acc.rate", "tokens/s", "speedup");
         char dcopy[256], *dsave = NULL;
         snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
-            drafter_opts dop = {.name = dn, .draft_model = draft_dir, .max_seqs = 1};
+            drafter_opts dop = {.name = dn, .draft_model = !strcmp(dn, "dspark") ? dspark_dir : draft_dir,
+                                .max_seqs = 1};
             drafter *d;
             if (drafter_create(&d, &dop, e, err, sizeof err)) {
                 fprintf(stderr, "bench_spec: %s: %s\n", dn, err);
@@ -148,15 +169,22 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (!d) continue;   /* "none" is the baseline above */
+            char scopy[256], *ssave = NULL;
+            snprintf(scopy, sizeof scopy, "%s", schedules_s);
+            for (char *sn = strtok_r(scopy, ",", &ssave); sn; sn = strtok_r(NULL, ",", &ssave)) {
+            sched_opts so = {.p_min = 0.5, .alpha = 0.8, .cost = &cost, .max_slots = 1};
+            if (sched_parse(sn, &so.kind)) { fprintf(stderr, "bench_spec: unknown schedule %s\n", sn); return 2; }
             for (int depth = dmin; depth <= dmax; depth++) {
                 memset(&d->counters, 0, sizeof d->counters);
+                sched *sc = NULL;
+                if (sched_create(&sc, &so, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
                 double s = 0;
                 long tok = 0;
                 int mism = 0;
                 for (int p = 0; p < ps.count; p++) {
                     spec_timing t;
                     gen_result r;
-                    spec_params sp = {.gen = gp, .depth = depth};
+                    spec_params sp = {.gen = gp, .depth = depth, .sched = sched_hook(sc)};
                     const int *pp = ps.ids[p];
                     if (spec_run(e, d, &pp, &ps.n[p], 1, &sp, NULL, NULL, &r, &t, err, sizeof err)) {
                         fprintf(stderr, "bench_spec: %s\n", err); return 1;
@@ -169,15 +197,24 @@ int main(int argc, char **argv) {
                 }
                 const drafter_counters *c = &d->counters;
                 double tps = tok / s;
-                printf("%-8s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, depth, spec_accept_length(c),
+                sched_free(sc);
+                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, sn, depth, spec_accept_length(c),
                        spec_acceptance_rate(c), tps, tps / base_tps);
                 for (int i = 0; i < depth; i++) printf(" %.2f", spec_position_rate(c, i));
+                if (c->pred_survival_at[0] > 0) {
+                    printf("  [");
+                    for (int i = 0; i < depth; i++)
+                        printf(" %.2f/%.2f", c->drafted_at[i] ? c->pred_survival_at[i] / c->drafted_at[i] : 0,
+                               c->drafted_at[i] ? (double)c->accepted_at[i] / c->drafted_at[i] : 0);
+                    printf(" ] predicted/observed survival");
+                }
                 printf("%s\n", mism ? "  MISMATCH vs speculation off" : "");
                 if (mism) rc = 1;
                 if (csv) {
                     csv_row r = {csv, 0};
                     csv_row_field(&r, w);
                     csv_row_field(&r, dn);
+                    csv_row_field(&r, sn);
                     csv_row_fieldf(&r, "%d", depth);
                     csv_row_fieldf(&r, "%.4f", spec_accept_length(c));
                     csv_row_fieldf(&r, "%.4f", spec_acceptance_rate(c));
@@ -187,8 +224,12 @@ int main(int argc, char **argv) {
                     for (int i = 0; i < dmax; i++)
                         if (i < depth) csv_row_fieldf(&r, "%.4f", spec_position_rate(c, i));
                         else csv_row_field(&r, "");
+                    for (int i = 0; i < dmax; i++)
+                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&r, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
+                        else csv_row_field(&r, "");
                     csv_row_end(&r);
                 }
+            }
             }
             drafter_free(d);
         }

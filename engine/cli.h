@@ -4,4 +4,6 @@
 #ifndef SPECBED_CLI_H
 #define SPECBED_CLI_H
 int cli_generate(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_profile(int argc, char **argv);
 #endif

@@ -10,12 +10,15 @@
 #include "generate.h"
 #include "drafters.h"
 #include "outfile.h"
+#include "sched.h"
 #include "spec_decode.h"
 
 typedef struct {
     const char *model_dir, *prompt, *prompt_file, *stats_json;
     int max_tokens, top_k, ignore_eos, depth;
     drafter_opts dr;
+    const char *schedule, *cost_table;
+    float p_min, alpha;
     float temperature, top_p;
     unsigned long long seed;
 } gen_opts;
@@ -40,6 +43,14 @@ static void help(FILE *f) {
         "  --drafter NAME      speculative drafter: " DRAFTER_NAMES " (default none)\n"
         "  --depth K           drafts per verify step, 1..16 (default 4); never read from a checkpoint\n"
         "  --draft-model DIR   draft model for --drafter draft (same tokenizer required)\n"
+        "  --verify-schedule S how many drafts each step verifies: " SCHED_NAMES "\n"
+        "                      (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
+        "  --p-min P           threshold: stop at the first draft whose confidence (or draft\n"
+        "                      distribution's top probability) is below P (default 0.5)\n"
+        "  --adaptive-alpha A  adaptive: EMA weight on HISTORY, p = A*p_prev + (1-A)*observed\n"
+        "                      (default 0.8, vLLM's; 0 keeps only the last step)\n"
+        "  --cost-table FILE   seconds per verify step vs rows (from `specbed profile`); without\n"
+        "                      it, confidence/adaptive profile the model briefly at startup\n"
         "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
         "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
@@ -48,7 +59,8 @@ static void help(FILE *f) {
 }
 
 static int parse(int argc, char **argv, gen_opts *o) {
-    *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1}};
+    *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1},
+                    .schedule = "fixed", .p_min = 0.5f, .alpha = 0.8f};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
@@ -61,6 +73,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--depth")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
         else if (!strcmp(a, "--ngram-max")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
         else if (!strcmp(a, "--ngram-min")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--verify-schedule")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->schedule = v; }
+        else if (!strcmp(a, "--cost-table")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->cost_table = v; }
+        else if (!strcmp(a, "--p-min")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 1, &o->p_min)) return -1; }
+        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 0.999, &o->alpha)) return -1; }
         else if (!strcmp(a, "--stats-json")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->stats_json = v; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
         else if (!strcmp(a, "--top-k")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 30, &o->top_k)) return -1; }
@@ -70,6 +86,11 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
     if (!o->model_dir) { fprintf(stderr, "specbed generate: --model DIR is required\n"); return -1; }
+    sched_kind k;
+    if (sched_parse(o->schedule, &k)) {
+        fprintf(stderr, "specbed generate: --verify-schedule expects %s, got '%s'\n", SCHED_NAMES, o->schedule);
+        return -1;
+    }
     if (!o->prompt == !o->prompt_file) {
         fprintf(stderr, "specbed generate: give exactly one of --prompt and --prompt-file\n");
         return -1;
@@ -168,6 +189,8 @@ int cli_generate(int argc, char **argv) {
     double load_s = gen_now() - t0;
     int *ids = NULL, n_ids = 0, rc = 1;
     drafter *d = NULL;
+    sched *sc_ = NULL;
+    cost_table cost = {0};
     if (tok_encode(e->tok, prompt, prompt_len, &ids, &n_ids, err, sizeof err)) {
         fprintf(stderr, "specbed generate: prompt: %s\n", err);
         goto out;
@@ -180,11 +203,27 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     if (d) fprintf(stderr, "drafter %s, serving depth %d (from --depth)\n", d->ops->name, o.depth);
+    sched_opts so = {.p_min = o.p_min, .alpha = o.alpha, .cost = &cost, .max_slots = 1};
+    sched_parse(o.schedule, &so.kind);
+    if (d && (so.kind == SCHED_CONFIDENCE || so.kind == SCHED_ADAPTIVE)) {
+        if (o.cost_table) {
+            if (cost_table_load(&cost, o.cost_table, err, sizeof err)) { fprintf(stderr, "specbed generate: %s\n", err); goto out; }
+        } else {
+            fprintf(stderr, "no --cost-table: profiling verify cost at startup ...\n");
+            if (cost_table_profile(&cost, e, NULL, 4 * (o.depth + 1), 128, 3, err, sizeof err)) {
+                fprintf(stderr, "specbed generate: %s\n", err);
+                goto out;
+            }
+            fprintf(stderr, "cost: %d rows %.2f ms ... %d rows %.2f ms per step\n", cost.rows[0],
+                    cost.seconds[0] * 1e3, cost.rows[cost.n - 1], cost.seconds[cost.n - 1] * 1e3);
+        }
+    }
+    if (d && sched_create(&sc_, &so, err, sizeof err)) { fprintf(stderr, "specbed generate: %s\n", err); goto out; }
     stream_ctx sc = {.tok = e->tok};
     gen_result r;
     spec_timing t;
     const int *pp = ids;
-    spec_params sp = {.gen = gp, .depth = o.depth};
+    spec_params sp = {.gen = gp, .depth = o.depth, .sched = sched_hook(sc_)};
     if (spec_run(e, d, &pp, &n_ids, 1, &sp, on_token, &sc, &r, &t, err, sizeof err)) {
         fprintf(stderr, "specbed generate: %s\n", err);
         goto out;
@@ -209,6 +248,7 @@ int cli_generate(int argc, char **argv) {
 out:
     free(ids);
     free(prompt_buf);
+    sched_free(sc_);
     drafter_free(d);
     gen_engine_free(e);
     return rc;

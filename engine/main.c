@@ -13,6 +13,8 @@ static void usage(FILE *f) {
         "\n"
         "commands:\n"
         "  generate   generate text from a prompt with a local model\n"
+        "  serve      OpenAI-compatible server with continuous batching and speculation\n"
+        "  profile    measure the verify cost curve (seconds per step vs rows) as JSON\n"
         "\n"
         "`specbed <command> --help` lists the command's options.\n");
 }
@@ -22,6 +24,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "profile")) return cli_profile(argc - 1, argv + 1);
     fprintf(stderr, "specbed: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -26,6 +26,11 @@ typedef struct {
     long drafted_at[SPEC_MAX_DEPTH];      /* drafts that reached position i (0-based) */
     long accepted_at[SPEC_MAX_DEPTH];     /* drafts accepted at position i */
     long empty_proposals;                 /* propose returned k = 0 */
+    long unverified_tokens;               /* drafted, then left out by the verify scheduler */
+    double pred_survival_at[SPEC_MAX_DEPTH]; /* Σ predicted survival Π_{j≤i} conf_j over verified
+                                                drafts reaching i (confidence heads only): ÷
+                                                drafted_at[i] vs accepted_at[i] ÷ drafted_at[i]
+                                                is the head's calibration */
     double draft_s;                       /* wall time inside propose/accept */
 } drafter_counters;
 
@@ -46,6 +51,10 @@ typedef struct {
     int q_valid;
     float conf[SPEC_MAX_DEPTH];/* P(draft i survives | drafts < i survived) */
     int has_conf;
+    float top_prob[SPEC_MAX_DEPTH]; /* the largest probability of the distribution draft i
+                                       came from: a confidence signal that does not depend on
+                                       which token a sampled draft happened to be */
+    int has_top_prob;
 } spec_proposal;
 
 /* What the target computed for a sequence in the verify step, for drafters

@@ -5,6 +5,7 @@
  * forward. The last draft is never fed, so after a step the valid prefix is
  * old context + min(accepted, k − 1) drafts. */
 #include "drafter_model.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -55,10 +56,18 @@ static int dm_forward(dm_state *s, int ns, char *err, size_t el) {
 /* Picks the draft from the draft model's row: argmax when greedy, else a
  * draw from q = the request's sampling distribution over the draft logits. */
 static int dm_pick(dm_state *s, spec_proposal *p, const float *lg, int pos) {
-    if (p->sp->temperature <= 0.0f) return sample_greedy(lg, s->V);
+    p->has_top_prob = 1;
+    if (p->sp->temperature <= 0.0f) {
+        int t = sample_greedy(lg, s->V);
+        p->top_prob[pos] = expf(logprob_of(lg, s->V, t));   /* softmax at temperature 1 */
+        return t;
+    }
     float *q = p->q + (size_t)pos * s->V;
     sampler_probs(q, lg, s->V, p->sp);
     p->q_valid = 1;
+    float top = 0.0f;
+    for (int v = 0; v < s->V; v++) if (q[v] > top) top = q[v];
+    p->top_prob[pos] = top;
     return sample_from_probs(q, s->V, p->rng);
 }
 
@@ -69,7 +78,7 @@ static int dm_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
      * each sequence yields the first draft. */
     int pending = 1;
     for (int r = 0; r < n; r++) {
-        reqs[r].k = 0; reqs[r].q_valid = 0; reqs[r].has_conf = 0;
+        reqs[r].k = 0; reqs[r].q_valid = 0; reqs[r].has_conf = 0; reqs[r].has_top_prob = 0;
         if (s->kv_seq[reqs[r].slot] < 0) return errf(err, el, "draft model: slot %d was not begun", reqs[r].slot);
     }
     while (pending) {

@@ -31,8 +31,9 @@ void drafter_free(drafter *d) {
 
 void drafter_print_stats(FILE *f, const drafter *d, int depth) {
     const drafter_counters *c = &d->counters;
-    fprintf(f, "drafter %s, depth %d: %ld drafts, %ld drafted, %ld accepted, %ld empty proposals\n",
-            d->ops->name, depth, c->drafts, c->drafted_tokens, c->accepted_tokens, c->empty_proposals);
+    fprintf(f, "drafter %s, depth %d: %ld drafts, %ld drafted, %ld accepted, %ld empty proposals, "
+            "%ld drafted but not verified (scheduler)\n", d->ops->name, depth, c->drafts, c->drafted_tokens,
+            c->accepted_tokens, c->empty_proposals, c->unverified_tokens);
     fprintf(f, "accept length %.3f (committed per verify step, bonus included), acceptance rate %.3f\n",
             spec_accept_length(c), spec_acceptance_rate(c));
     fprintf(f, "per-position acceptance:");

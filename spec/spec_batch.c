@@ -31,6 +31,7 @@ struct spec_batch {
     fwd_span *spans;
     int *span_slot, *span_row0, *span_verify;
     int *logit_rows, *logit_of_row, *rowtok, *committed;
+    int *k_proposed;            /* [n_slots] drafts proposed before scheduling */
     float *logits, *probs, *scratch, *taps, *qbuf;
     spec_proposal *props;
     spec_accept *accs;
@@ -91,7 +92,8 @@ int spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_d
     b->props = calloc(S, sizeof *b->props);
     b->accs = calloc(S, sizeof *b->accs);
     b->corrupt = calloc(R, 1);
-    if (!b->corrupt || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
+    b->k_proposed = calloc(S, sizeof(int));
+    if (!b->corrupt || !b->k_proposed || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
         !b->logit_of_row || !b->rowtok || !b->committed || !b->logits || !b->probs || !b->scratch ||
         (b->n_taps && !b->taps) || (d && !b->qbuf) || !b->props || !b->accs) {
         spec_batch_free(b);
@@ -109,6 +111,7 @@ void spec_batch_free(spec_batch *b) {
     free(b->logit_rows); free(b->logit_of_row); free(b->rowtok); free(b->committed); free(b->logits);
     free(b->probs); free(b->scratch); free(b->taps); free(b->qbuf); free(b->props); free(b->accs);
     free(b->corrupt);
+    free(b->k_proposed);
     free(b);
 }
 
@@ -161,6 +164,7 @@ int spec_batch_add(spec_batch *b, const int *prompt, int n, const spec_req_param
     q->p = *p;
     rng_seed(&q->rng, p->seed);
     q->live = 1;
+    if (b->sched.reset) b->sched.reset(b->sched.ctx, s);
     *slot = s;
     return 0;
 }
@@ -266,13 +270,14 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
                     return errf(err, errlen, "drafter %s proposed token id %d outside the vocabulary (%d)",
                                 d->ops->name, pr->draft[r], V);
         }
+        for (int i = 0; i < np; i++) b->k_proposed[i] = tmp[i].k;
         if (b->sched.choose) {
             b->sched.choose(b->sched.ctx, tmp, nd);
             for (int i = 0; i < nd; i++)
                 if (tmp[i].k < 0 || tmp[i].k > tmp[i].max_k) tmp[i].k = tmp[i].max_k < 0 ? 0 : tmp[i].max_k;
         }
     } else {
-        for (int i = 0; i < np; i++) b->props[i].k = 0;
+        for (int i = 0; i < np; i++) b->props[i].k = b->k_proposed[i] = 0;
     }
 
     /* 2. One ragged batch: verify spans, then prompt chunks. */
@@ -394,10 +399,15 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
                 c->drafted_tokens += pr->k;
                 c->accepted_tokens += a;
                 for (int r = 0; r < pr->k; r++) c->drafted_at[r]++;
+                if (pr->has_conf) {
+                    double surv = 1.0;
+                    for (int r = 0; r < pr->k; r++) c->pred_survival_at[r] += surv *= pr->conf[r];
+                }
                 for (int r = 0; r < a; r++) c->accepted_at[r]++;
-            } else if (pr->max_k > 0) {
+            } else if (pr->max_k > 0 && b->k_proposed[b->span_verify[k]] == 0) {
                 c->empty_proposals++;
             }
+            c->unverified_tokens += b->k_proposed[b->span_verify[k]] - pr->k;
             if (b->sched.observe) b->sched.observe(b->sched.ctx, pr, a);
         }
         int done = commit(b, s, ct, lg, a + 1, &why);

@@ -48,6 +48,8 @@ typedef struct {
     void (*choose)(void *ctx, spec_proposal *props, int n);
     /* Told the outcome of each verified proposal (for adaptive estimates). */
     void (*observe)(void *ctx, const spec_proposal *prop, int n_accepted);
+    /* A new request took this slot: forget what was learned about the old one. */
+    void (*reset)(void *ctx, int slot);
 } spec_scheduler;
 
 typedef struct spec_batch spec_batch;

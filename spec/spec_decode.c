@@ -60,6 +60,7 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
     int rc = -1;
     double t_start = gen_now(), prefill_s = 0;
     if (spec_batch_create(&b, e, d, d ? p->depth : 0, &cbs, err, errlen)) goto out;
+    spec_batch_set_scheduler(b, &p->sched);
     for (int i = 0; i < n; i++) {
         results[i].tokens = malloc(sizeof(int) * (size_t)cap);
         results[i].n_prompt = n_prompt[i];

@@ -11,10 +11,12 @@
 #define SPECBED_SPEC_DECODE_H
 #include "drafter.h"
 #include "generate.h"
+#include "spec_batch.h"
 
 typedef struct {
     gen_params gen;      /* max_tokens, sampling, seed, ignore_eos */
     int depth;           /* K: drafts proposed per step, 1..SPEC_MAX_DEPTH */
+    spec_scheduler sched;/* verification scheduler hook (zero = fixed: verify all) */
 } spec_params;
 
 typedef struct {

@@ -1,0 +1,168 @@
+/* sched.c — verification schedulers (see sched.h). Owns per-slot acceptance
+ * estimates; reads proposals, never draft token identities. */
+#include "sched.h"
+#include <stdlib.h>
+#include <string.h>
+#include "errmsg.h"
+
+/* An estimate never drops to 0, so a position that was rejected once can be
+ * re-tried when a step has spare capacity (else α = 0 would lock it out). */
+#define EST_FLOOR 0.02f
+#define EST_PRIOR 0.5f
+
+struct sched {
+    sched_opts o;
+    float (*est)[SPEC_MAX_DEPTH];   /* [max_slots] conditional acceptance estimates */
+    float (*pred)[SPEC_MAX_DEPTH];  /* [max_slots] EMA of predicted conditional rates (calibration) */
+    float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
+    float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
+    int *kmax, *ell;
+};
+
+int sched_parse(const char *name, sched_kind *out) {
+    static const char *names[] = {"fixed", "threshold", "confidence", "adaptive"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) { *out = (sched_kind)i; return 0; }
+    return -1;
+}
+
+void sched_admit(const cost_table *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
+    /* Start from one row per request (the bonus row), τ = n. Candidates in
+     * descending survival; ties by position, then request, so prefixes are
+     * admitted in order. */
+    int B = n;
+    double tau = n, theta = tau / cost_seconds(cost, B);
+    for (int r = 0; r < n; r++) ell[r] = 0;
+    for (;;) {
+        int best = -1;
+        float ba = -1.0f;
+        for (int r = 0; r < n; r++) {
+            if (ell[r] >= kmax[r]) continue;
+            float v = a[r][ell[r]];
+            if (v > ba || (v == ba && best >= 0 && ell[r] < ell[best])) { ba = v; best = r; }
+        }
+        if (best < 0) break;
+        double tau2 = tau + ba, theta2 = tau2 / cost_seconds(cost, B + 1);
+        if (!(theta2 > theta)) break;   /* first non-improvement: stop */
+        tau = tau2;
+        theta = theta2;
+        B++;
+        ell[best]++;
+    }
+}
+
+/* Conditional survival signal of draft i: confidence head, else the
+ * distribution's top probability, else -1 (none). */
+static float signal(const spec_proposal *p, int i) {
+    if (p->has_conf) return p->conf[i];
+    if (p->has_top_prob) return p->top_prob[i];
+    return -1.0f;
+}
+
+static void choose(void *ctx, spec_proposal *props, int n) {
+    sched *s = ctx;
+    if (s->o.kind == SCHED_THRESHOLD) {
+        for (int r = 0; r < n; r++) {
+            int k = 0;
+            while (k < props[r].k) {
+                float c = signal(&props[r], k);
+                if (c >= 0 && c < s->o.p_min) break;
+                k++;
+            }
+            props[r].k = k;
+        }
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        const spec_proposal *p = &props[r];
+        const float *est = s->est[p->slot], *pred = s->pred[p->slot];
+        float surv = 1.0f;
+        for (int i = 0; i < p->k; i++) {
+            float c = signal(p, i);
+            if (s->o.kind == SCHED_ADAPTIVE) {
+                /* no head: the estimate itself; with one: the head, rescaled
+                 * by how well its past predictions matched reality */
+                if (c < 0) c = est[i];
+                else if (pred[i] > 0) c = c * est[i] / pred[i];
+            } else if (c < 0) {
+                c = est[i];
+            }
+            if (c > 1.0f) c = 1.0f;
+            if (c < 0.0f) c = 0.0f;
+            surv *= c;
+            s->a[r][i] = surv;
+        }
+        s->kmax[r] = p->k;
+    }
+    sched_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
+    for (int r = 0; r < n; r++) props[r].k = s->ell[r];
+}
+
+static void observe(void *ctx, const spec_proposal *p, int n_acc) {
+    sched *s = ctx;
+    if (p->slot < 0 || p->slot >= s->o.max_slots) return;
+    float al = (float)s->o.alpha;
+    float *est = s->est[p->slot], *pred = s->pred[p->slot];
+    /* positions 0..n_acc were reached; 0..n_acc-1 accepted, n_acc rejected */
+    for (int i = 0; i < p->k && i <= n_acc; i++) {
+        float obs = i < n_acc ? 1.0f : 0.0f;
+        est[i] = al * est[i] + (1 - al) * obs;
+        if (est[i] < EST_FLOOR) est[i] = EST_FLOOR;
+        s->glob[i] = 0.98f * s->glob[i] + 0.02f * obs;
+        float c = signal(p, i);
+        if (c >= 0) pred[i] = al * pred[i] + (1 - al) * c;
+    }
+}
+
+static void reset(void *ctx, int slot) {
+    sched *s = ctx;
+    if (slot < 0 || slot >= s->o.max_slots) return;
+    for (int i = 0; i < SPEC_MAX_DEPTH; i++) {
+        s->est[slot][i] = s->glob[i] > EST_FLOOR ? s->glob[i] : EST_FLOOR;
+        s->pred[slot][i] = 0.0f;
+    }
+}
+
+int sched_create(sched **out, const sched_opts *o, char *err, size_t errlen) {
+    *out = NULL;
+    if (o->max_slots < 1) return errf(err, errlen, "scheduler: max_slots must be ≥ 1");
+    if ((o->kind == SCHED_CONFIDENCE || o->kind == SCHED_ADAPTIVE) && (!o->cost || o->cost->n < 1))
+        return errf(err, errlen, "scheduler: confidence/adaptive need a cost table");
+    if (o->kind == SCHED_THRESHOLD && !(o->p_min >= 0 && o->p_min <= 1))
+        return errf(err, errlen, "scheduler: --p-min %g outside [0, 1]", o->p_min);
+    if (o->kind == SCHED_ADAPTIVE && !(o->alpha >= 0 && o->alpha < 1))
+        return errf(err, errlen, "scheduler: --adaptive-alpha %g outside [0, 1)", o->alpha);
+    sched *s = calloc(1, sizeof *s);
+    if (!s) return errf(err, errlen, "out of memory");
+    s->o = *o;
+    size_t n = (size_t)o->max_slots;
+    s->est = calloc(n, sizeof *s->est);
+    s->pred = calloc(n, sizeof *s->pred);
+    s->a = calloc(n, sizeof *s->a);
+    s->kmax = calloc(n, sizeof(int));
+    s->ell = calloc(n, sizeof(int));
+    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell) {
+        sched_free(s);
+        return errf(err, errlen, "out of memory");
+    }
+    for (int i = 0; i < SPEC_MAX_DEPTH; i++) s->glob[i] = EST_PRIOR;
+    for (int r = 0; r < o->max_slots; r++) reset(s, r);
+    *out = s;
+    return 0;
+}
+
+void sched_free(sched *s) {
+    if (!s) return;
+    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell);
+    free(s);
+}
+
+spec_scheduler sched_hook(sched *s) {
+    spec_scheduler h = {0};
+    if (!s || s->o.kind == SCHED_FIXED) return h;
+    h.ctx = s;
+    h.choose = choose;
+    h.observe = observe;
+    h.reset = reset;
+    return h;
+}

@@ -1,0 +1,185 @@
+/* label: model */
+/* test_sched.c — verification schedulers: the admission rule's arithmetic,
+ * greedy losslessness of every scheduler, and the distribution test that
+ * separates a lossless scheduler from one that peeks at a sampled draft
+ * before admitting it (DSpark paper, Appendix A): the peeking one must be
+ * caught (chi-square far past the critical value), ours must pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "drafters.h"
+#include "sched.h"
+#include "spec_decode.h"
+#include "test_util.h"
+
+static double chi2_crit(int dof) {
+    double z = 3.09, k = dof, t = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
+    return k * t * t * t;
+}
+
+/* Two-sample chi-square (equal sizes); returns statistic, sets dof. */
+static double two_sample(const int *a, const int *b, int n, int *dof) {
+    double x2 = 0, pa = 0, pb = 0;
+    int bins = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] == 0) continue;
+        if (a[i] + b[i] < 10) { pa += a[i]; pb += b[i]; continue; }
+        x2 += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb >= 10) { x2 += (pa - pb) * (pa - pb) / (pa + pb); bins++; }
+    *dof = bins - 1;
+    return x2;
+}
+
+static cost_table flat_cost(double slope) {
+    cost_table t = {.n = 64};
+    for (int i = 0; i < 64; i++) { t.rows[i] = i + 1; t.seconds[i] = 1e-3 * (1 + slope * i); }
+    return t;
+}
+
+static void test_admit(void) {
+    float a[3][SPEC_MAX_DEPTH] = {{0.9f, 0.8f, 0.5f, 0.1f}, {0.95f, 0.2f}, {0.6f, 0.55f, 0.5f}};
+    int kmax[3] = {4, 2, 3}, ell[3];
+    /* free rows: everything with a > 0 is worth verifying */
+    cost_table flat = flat_cost(0.0);
+    sched_admit(&flat, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    CHECK(ell[0] == 4 && ell[1] == 2 && ell[2] == 3);
+    /* cost ∝ rows: Θ = τ/B only grows with a = 1, so nothing is admitted */
+    cost_table lin = {.n = 2, .rows = {1, 2}, .seconds = {1e-3, 2e-3}};
+    sched_admit(&lin, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    CHECK(ell[0] == 0 && ell[1] == 0 && ell[2] == 0);
+    /* 10% per extra row: a candidate pays while (τ+a)/(B+1+…) improves.
+     * Start τ=3, cost(3)=1.2 → Θ=2.5. Admit 0.95: τ=3.95/1.3=3.04 ✓; 0.9: 4.85/1.4=3.46 ✓;
+     * 0.8: 5.65/1.5=3.77 ✓; 0.6: 6.25/1.6=3.91 ✓; 0.55: 6.8/1.7=4.0 ✓; 0.5 (r0, pos 2):
+     * 7.3/1.8=4.06 ✓; 0.5 (r2, pos 2): 7.8/1.9=4.105 ✓; 0.2: 8.0/2.0=4.0 ✗ stop. */
+    cost_table ten = flat_cost(0.1);
+    sched_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    CHECKF(ell[0] == 3 && ell[1] == 1 && ell[2] == 3, "%d %d %d", ell[0], ell[1], ell[2]);
+}
+
+/* A deliberately WRONG scheduler: verifies draft 1 only when it happens to
+ * be its distribution's most likely token. It reads the sampled token. */
+static void peeking_choose(void *ctx, spec_proposal *props, int n) {
+    int V = *(int *)ctx;
+    for (int r = 0; r < n; r++) {
+        spec_proposal *p = &props[r];
+        if (p->k == 0 || !p->q_valid) continue;
+        const float *q = p->q;
+        int best = 0;
+        for (int v = 1; v < V; v++) if (q[v] > q[best]) best = v;
+        if (p->draft[0] != best) p->k = 0;
+    }
+}
+
+int main(void) {
+    test_admit();
+    char err[1024];
+    gen_engine *e;
+    gen_engine_opts eo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 3, .max_seq_len = 256};
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
+    int V = e->m->cfg.vocab_size;
+    cost_table cost = flat_cost(0.02);
+    const char *names[3] = {"threshold", "confidence", "adaptive"};
+    sched_kind kinds[3] = {SCHED_THRESHOLD, SCHED_CONFIDENCE, SCHED_ADAPTIVE};
+
+    /* Greedy: every scheduler, self-draft (all accepted) and other (mostly
+     * rejected), equals the plain loop. */
+    enum { NP = 3, PL = 40 };
+    static int prompts[NP][PL];
+    int lens[NP] = {40, 9, 23};
+    const int *pp[NP];
+    for (int i = 0; i < NP; i++) {
+        for (int j = 0; j < lens[i]; j++) prompts[i][j] = (int)((j * 2654435761u + (unsigned)i * 7u) % (unsigned)V);
+        pp[i] = prompts[i];
+    }
+    gen_params gp = {.max_tokens = 40, .ignore_eos = 1};
+    gen_result ref[NP];
+    CHECK(!gen_run(e, pp, lens, NP, &gp, NULL, NULL, ref, NULL, err, sizeof err));
+    const char *drafts[2] = {"tests/fixtures/qwen3-tied", "tests/fixtures/qwen3-untied"};
+    for (int di = 0; di < 2; di++) {
+        drafter_opts dop = {.name = "draft", .draft_model = tu_path(drafts[di]), .max_seqs = 3};
+        drafter *d;
+        if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+        for (int s = 0; s < 3; s++) {
+            sched *sc;
+            sched_opts so = {.kind = kinds[s], .p_min = 0.3, .alpha = 0.8, .cost = &cost, .max_slots = 3};
+            if (sched_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            memset(&d->counters, 0, sizeof d->counters);
+            spec_params sp = {.gen = gp, .depth = 5, .sched = sched_hook(sc)};
+            gen_result out[NP];
+            if (spec_run(e, d, pp, lens, NP, &sp, NULL, NULL, out, NULL, err, sizeof err)) { CHECKF(0, "%s", err); }
+            else {
+                for (int i = 0; i < NP; i++)
+                    CHECKF(!memcmp(out[i].tokens, ref[i].tokens, sizeof(int) * 40), "%s with %s: prompt %d differs",
+                           names[s], drafts[di], i);
+                gen_results_free(out, NP);
+            }
+            CHECKF(d->counters.drafted_tokens > 0, "%s with %s: nothing verified", names[s], drafts[di]);
+            if (di == 0) CHECKF(d->counters.accepted_tokens > 0, "%s: nothing accepted with self-draft", names[s]);
+            sched_free(sc);
+        }
+        drafter_free(d);
+    }
+    gen_results_free(ref, NP);
+
+    /* Sampling: token 2 (the first one a verify step produces) over many
+     * seeds, spec-on vs spec-off. Self-draft: q = p, so a lossless scheduler
+     * changes nothing while the peeking one over-produces the argmax. */
+    enum { SEEDS = 1500 };
+    int prompt[8] = {5, 22, 39, 5, 22, 39, 5, 22}, plen = 8;
+    const int *p1 = prompt;
+    gen_params gs = {.max_tokens = 2, .ignore_eos = 1, .sp = {.temperature = 1.0f, .top_p = 1.0f, .top_k = 6}};
+    int *off = calloc((size_t)V, sizeof(int));
+    for (int s = 0; s < SEEDS; s++) {
+        gen_result r;
+        gs.seed = 99991ull * (unsigned)s;
+        if (gen_run(e, &p1, &plen, 1, &gs, NULL, NULL, &r, NULL, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+        off[r.tokens[1]]++;
+        gen_results_free(&r, 1);
+    }
+    /* A steep cost (each extra row +50%) makes confidence/adaptive admit a
+     * draft only when its survival exceeds 0.5, so all three truncate. */
+    cost = flat_cost(0.5);
+    drafter_opts dop = {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 3};
+    drafter *d;
+    if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
+    for (int s = 0; s < 4; s++) {
+        sched *sc = NULL;
+        spec_scheduler hook = {0};
+        const char *label = s < 3 ? names[s] : "peeking (wrong on purpose)";
+        if (s < 3) {
+            sched_opts so = {.kind = kinds[s], .p_min = 0.6, .alpha = 0.8, .cost = &cost, .max_slots = 3};
+            if (sched_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            hook = sched_hook(sc);
+        } else {
+            hook = (spec_scheduler){.ctx = &V, .choose = peeking_choose};
+        }
+        int *on = calloc((size_t)V, sizeof(int));
+        memset(&d->counters, 0, sizeof d->counters);
+        for (int t = 0; t < SEEDS; t++) {
+            gen_result r;
+            spec_params sp = {.gen = gs, .depth = 2, .sched = hook};
+            sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
+            sp.gen.max_tokens = 4;
+            if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, NULL, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            on[r.tokens[1]]++;
+            gen_results_free(&r, 1);
+        }
+        int dof;
+        double x2 = two_sample(off, on, V, &dof);
+        printf("%s: chi2 %.1f (dof %d, critical %.1f); drafted %ld, not verified %ld\n", label, x2, dof,
+               chi2_crit(dof), d->counters.drafted_tokens, d->counters.unverified_tokens);
+        if (s < 3) CHECKF(x2 < chi2_crit(dof), "%s: sampled output differs from speculation off", label);
+        else CHECKF(x2 > 2 * chi2_crit(dof), "the peeking scheduler was not caught (chi2 %.1f)", x2);
+        /* each scheduler must actually have truncated something, else it proves nothing */
+        if (s < 3) CHECKF(d->counters.unverified_tokens > 0 && d->counters.accepted_tokens > 0,
+                          "%s: never truncated or never accepted", label);
+        free(on);
+        sched_free(sc);
+    }
+    free(off);
+    drafter_free(d);
+    gen_engine_free(e);
+    return tu_done("test_sched");
+}
