@@ -12,25 +12,7 @@
 #include "spec_decode.h"
 #include "test_util.h"
 
-static double chi2_crit(int dof) {
-    double z = 3.09, k = dof, t = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
-    return k * t * t * t;
-}
 
-/* Two-sample chi-square (equal sizes); returns statistic, sets dof. */
-static double two_sample(const int *a, const int *b, int n, int *dof) {
-    double x2 = 0, pa = 0, pb = 0;
-    int bins = 0;
-    for (int i = 0; i < n; i++) {
-        if (a[i] + b[i] == 0) continue;
-        if (a[i] + b[i] < 10) { pa += a[i]; pb += b[i]; continue; }
-        x2 += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
-        bins++;
-    }
-    if (pa + pb >= 10) { x2 += (pa - pb) * (pa - pb) / (pa + pb); bins++; }
-    *dof = bins - 1;
-    return x2;
-}
 
 static cost_table flat_cost(double slope) {
     cost_table t = {.n = 64};
@@ -167,11 +149,11 @@ int main(void) {
             gen_results_free(&r, 1);
         }
         int dof;
-        double x2 = two_sample(off, on, V, &dof);
+        double x2 = tu_chi2_two_sample(off, on, V, &dof);
         printf("%s: chi2 %.1f (dof %d, critical %.1f); drafted %ld, not verified %ld\n", label, x2, dof,
-               chi2_crit(dof), d->counters.drafted_tokens, d->counters.unverified_tokens);
-        if (s < 3) CHECKF(x2 < chi2_crit(dof), "%s: sampled output differs from speculation off", label);
-        else CHECKF(x2 > 2 * chi2_crit(dof), "the peeking scheduler was not caught (chi2 %.1f)", x2);
+               tu_chi2_crit(dof), d->counters.drafted_tokens, d->counters.unverified_tokens);
+        if (s < 3) CHECKF(x2 < tu_chi2_crit(dof), "%s: sampled output differs from speculation off", label);
+        else CHECKF(x2 > 2 * tu_chi2_crit(dof), "the peeking scheduler was not caught (chi2 %.1f)", x2);
         /* each scheduler must actually have truncated something, else it proves nothing */
         if (s < 3) CHECKF(d->counters.unverified_tokens > 0 && d->counters.accepted_tokens > 0,
                           "%s: never truncated or never accepted", label);

@@ -14,26 +14,13 @@
 
 enum { SEEDS = 2000, PLEN = 12 };
 
-static double chi2_crit(int dof) {
-    double z = 3.09, k = dof, t = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
-    return k * t * t * t;
-}
 
-/* Two-sample chi-square over sparse counts (equal sample sizes); bins with
- * fewer than 10 combined are pooled. */
 static void compare(const char *what, const int *a, const int *b, int n_bins) {
-    double x2 = 0, pa = 0, pb = 0;
-    int bins = 0;
-    for (int i = 0; i < n_bins; i++) {
-        if (a[i] + b[i] == 0) continue;
-        if (a[i] + b[i] < 10) { pa += a[i]; pb += b[i]; continue; }
-        x2 += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
-        bins++;
-    }
-    if (pa + pb >= 10) { x2 += (pa - pb) * (pa - pb) / (pa + pb); bins++; }
-    CHECKF(bins >= 3, "%s: only %d populated bins", what, bins);
-    if (bins >= 2) CHECKF(x2 < chi2_crit(bins - 1), "%s: chi2 %.1f > %.1f (dof %d)", what, x2, chi2_crit(bins - 1), bins - 1);
-    printf("%s: chi2 %.1f, dof %d, critical %.1f\n", what, x2, bins - 1, chi2_crit(bins - 1));
+    int dof;
+    double x2 = tu_chi2_two_sample(a, b, n_bins, &dof);
+    CHECKF(dof >= 2, "%s: only %d populated bins", what, dof + 1);
+    CHECKF(x2 < tu_chi2_crit(dof), "%s: chi2 %.1f > %.1f (dof %d)", what, x2, tu_chi2_crit(dof), dof);
+    printf("%s: chi2 %.1f, dof %d, critical %.1f\n", what, x2, dof, tu_chi2_crit(dof));
 }
 
 int main(void) {

@@ -1,5 +1,6 @@
 /* test_util.c — see test_util.h. */
 #include "test_util.h"
+#include <math.h>
 #include <stdlib.h>
 
 int tu_failures = 0;
@@ -33,4 +34,23 @@ char *tu_read_file(const char *path, size_t *len) {
     fclose(f);
     if (b) { b[n] = 0; if (len) *len = (size_t)n; }
     return b;
+}
+
+double tu_chi2_crit(int dof) {
+    double z = 3.09, k = dof, t = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
+    return k * t * t * t;
+}
+
+double tu_chi2_two_sample(const int *a, const int *b, int n, int *dof) {
+    double x2 = 0, pa = 0, pb = 0;
+    int bins = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] == 0) continue;
+        if (a[i] + b[i] < 10) { pa += a[i]; pb += b[i]; continue; }
+        x2 += (double)(a[i] - b[i]) * (a[i] - b[i]) / (a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb >= 10) { x2 += (pa - pb) * (pa - pb) / (pa + pb); bins++; }
+    *dof = bins - 1;
+    return x2;
 }

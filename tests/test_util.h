@@ -23,4 +23,13 @@ const char *tu_path(const char *rel);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
 
+/* Upper 0.1% critical value of chi-square with dof degrees of freedom
+ * (Wilson–Hilferty approximation, good to ~1% for dof ≥ 3). */
+double tu_chi2_crit(int dof);
+
+/* Two-sample chi-square of count vectors a and b (equal sample sizes) over n
+ * bins; bins with fewer than 10 combined counts are pooled into one.
+ * Returns the statistic; *dof gets the degrees of freedom. */
+double tu_chi2_two_sample(const int *a, const int *b, int n, int *dof);
+
 #endif

@@ -10,10 +10,6 @@
 
 enum { V = 6 };
 
-static double chi2_crit(int dof) {   /* upper 0.1% point, Wilson–Hilferty */
-    double z = 3.09, k = dof, t = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
-    return k * t * t * t;
-}
 
 /* Chi-square of counts[n] vs expected probabilities; zero-probability cells
  * must have zero counts (any hit there is a hard failure). */
@@ -29,7 +25,7 @@ static int check_dist(const char *what, const long *counts, const double *probs,
         x2 += (counts[i] - e) * (counts[i] - e) / e;
         bins++;
     }
-    CHECKF(x2 < chi2_crit(bins - 1), "%s: chi2 %.2f > %.2f (dof %d)", what, x2, chi2_crit(bins - 1), bins - 1);
+    CHECKF(x2 < tu_chi2_crit(bins - 1), "%s: chi2 %.2f > %.2f (dof %d)", what, x2, tu_chi2_crit(bins - 1), bins - 1);
     return 0;
 }
 
