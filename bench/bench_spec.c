@@ -11,7 +11,7 @@
  * Like bench_engine, this measures the engine below HTTP, so it links it.
  *
  * With --schedules, each drafter × depth also runs under each verification
- * scheduler (spec/sched.h); for drafters with a confidence head the mean
+ * scheduler (spec/verify_sched.h); for drafters with a confidence head the mean
  * predicted survival per position is printed beside the observed one (the
  * head's calibration).
  *
@@ -25,7 +25,7 @@
 #include <string.h>
 #include "csv_row.h"
 #include "drafters.h"
-#include "sched.h"
+#include "verify_sched.h"
 #include "spec_decode.h"
 
 typedef struct {

@@ -3,6 +3,7 @@
  * process exit status: 0 ok, 1 failed, 2 bad usage. */
 #ifndef SPECBED_CLI_H
 #define SPECBED_CLI_H
+/* The bench subcommands (load, canary, sweep, report) are in bench/commands.h. */
 int cli_generate(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_profile(int argc, char **argv);

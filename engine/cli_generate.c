@@ -10,7 +10,7 @@
 #include "generate.h"
 #include "drafters.h"
 #include "outfile.h"
-#include "sched.h"
+#include "verify_sched.h"
 #include "spec_decode.h"
 
 typedef struct {

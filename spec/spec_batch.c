@@ -24,6 +24,7 @@ struct spec_batch {
     gen_engine *e;
     drafter *d;
     int default_depth, n_slots, V, H, n_taps, budget;
+    int eos[3];                 /* config eos, <|endoftext|>, <|im_end|> (-1 if absent), looked up once */
     spec_callbacks cb;
     spec_scheduler sched;
     req *r;                     /* [n_slots] */
@@ -43,9 +44,7 @@ struct spec_batch {
 };
 
 static int is_eos(const spec_batch *b, int id) {
-    const gen_engine *e = b->e;
-    return id == e->m->cfg.eos_token_id || id == tok_id(e->tok, "<|endoftext|>") ||
-           id == tok_id(e->tok, "<|im_end|>");
+    return id == b->eos[0] || id == b->eos[1] || id == b->eos[2];
 }
 
 static void release_slot(spec_batch *b, int s) {
@@ -74,6 +73,9 @@ int spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_d
     b->n_taps = d ? d->n_taps : 0;
     b->budget = e->opts.max_batch_rows;
     if (cb) b->cb = *cb;
+    b->eos[0] = e->m->cfg.eos_token_id;
+    b->eos[1] = tok_id(e->tok, "<|endoftext|>");
+    b->eos[2] = tok_id(e->tok, "<|im_end|>");
     size_t R = (size_t)b->budget, S = (size_t)b->n_slots, V = (size_t)b->V;
     b->r = calloc(S, sizeof *b->r);
     b->spans = calloc(S, sizeof *b->spans);

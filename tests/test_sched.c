@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "drafters.h"
-#include "sched.h"
+#include "verify_sched.h"
 #include "spec_decode.h"
 #include "test_util.h"
 

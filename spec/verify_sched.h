@@ -1,4 +1,4 @@
-/* sched.h — verification scheduling (DESIGN §6): how many of each request's
+/* verify_sched.h — verification scheduling (DESIGN §6): how many of each request's
  * drafts one verify step checks.
  *   fixed       all K drafts (no hook installed)
  *   threshold   stop at the first draft whose confidence (or, without a

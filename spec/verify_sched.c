@@ -1,6 +1,6 @@
-/* sched.c — verification schedulers (see sched.h). Owns per-slot acceptance
+/* verify_sched.c — verification schedulers (see verify_sched.h). Owns per-slot acceptance
  * estimates; reads proposals, never draft token identities. */
-#include "sched.h"
+#include "verify_sched.h"
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"

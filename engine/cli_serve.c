@@ -1,0 +1,167 @@
+/* cli_serve.c — `specbed serve`: option parsing, --help, and the process's
+ * signal handling (SIGTERM/SIGINT: stop accepting, drain or cancel, exit 0).
+ * The server itself is server.c and friends. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+#include "cli_args.h"
+#include "verify_sched.h"
+#include "server.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+        "usage: specbed serve --model DIR [options]\n"
+        "\n"
+        "OpenAI-compatible HTTP server with continuous batching and batched speculative\n"
+        "verification. Routes: POST /v1/completions, POST /v1/chat/completions (ChatML),\n"
+        "GET /v1/models, GET /health, GET /metrics (Prometheus text, vLLM-style names with\n"
+        "the specbed: prefix). Every --decode-log-interval decode steps one SGLang-shaped\n"
+        "line goes to stderr:\n"
+        "  Decode batch, #running-req: N, #token: T, token usage: U, accept len: L,\n"
+        "  accept rate: R, gen throughput (token/s): X, #queue-req: Q\n"
+        "(accept len = committed tokens / sequence verify steps over the interval, bonus\n"
+        "token included; accept rate = accepted / drafted tokens).\n"
+        "\n"
+        "  --model DIR               target model directory (required)\n"
+        "  --served-model-name NAME  model id in the API (default: the directory's name)\n"
+        "  --drafter NAME            " DRAFTER_NAMES " (default none)\n"
+        "  --draft-model DIR         draft model for --drafter draft\n"
+        "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
+        "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 3, 1)\n"
+        "  --verify-schedule S       how many drafts each step verifies: " SCHED_NAMES "\n"
+        "                            (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
+        "  --p-min P                 threshold: stop at the first draft whose confidence is below P\n"
+        "                            (default 0.5)\n"
+        "  --adaptive-alpha A        adaptive: EMA weight on HISTORY (default 0.8, vLLM's)\n"
+        "  --cost-table FILE         confidence/adaptive: `specbed profile` output; without it the\n"
+        "                            verify cost is profiled at startup\n"
+        "  --host ADDR               numeric address to listen on (default 127.0.0.1)\n"
+        "  --port P                  TCP port (default 8000; 0 = any free port, printed at startup)\n"
+        "  --max-running N           requests batched together (default 16)\n"
+        "  --max-queue N             requests waiting beyond those; more get 429 (default 256)\n"
+        "  --max-seq-len N           context per request (default min(model's, 2048))\n"
+        "  --decode-log-interval N   decode steps per Decode batch line, 0 = off (default 40)\n"
+        "  --api-key KEY             require 'Authorization: Bearer KEY' on every route but /health\n"
+        "  --drain-timeout S         on SIGTERM, let running requests finish for up to S seconds,\n"
+        "                            then cancel them (default 10)\n"
+        "  --inject-fault [SPEC]     FOR CANARY VALIDATION ONLY: corrupt one draft row's hidden state\n"
+        "                            in verify steps of >= rows rows with probability p. SPEC is\n"
+        "                            rows=R,p=P,seed=S (any subset; default rows=4,p=0.25,seed=1)\n"
+        "  -h, --help                this text\n"
+        "\n"
+        "Request fields: model, prompt (completions: string or token ids) / messages (chat),\n"
+        "max_tokens (chat: also max_completion_tokens), temperature (default 1), top_p, top_k,\n"
+        "seed, stop (string or list), stream, stream_options.include_usage, logprobs (completions:\n"
+        "0..20 alternatives; chat: true + top_logprobs 0..20), echo (completions; with\n"
+        "max_tokens 0 and logprobs it scores the prompt), n (must be 1), ignore_eos (as vLLM),\n"
+        "and the experiment override\n"
+        "  \"spec_depth\": 0..16    drafts per step for this request; 0 = speculation off;\n"
+        "                         absent = the server's --depth\n");
+}
+
+/* rows=4,p=0.25,seed=1 (any subset) */
+static int parse_fault(const char *spec, spec_fault *f) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) goto bad;
+        *eq = 0;
+        const char *v = eq + 1;
+        float p;
+        int rows;
+        unsigned long long seed;
+        if (!strcmp(kv, "rows")) { if (arg_int("--inject-fault rows", v, 1, 1 << 20, &rows)) return -1; f->min_rows = rows; }
+        else if (!strcmp(kv, "p")) { if (arg_float("--inject-fault p", v, 0, 1, &p)) return -1; f->p = p; }
+        else if (!strcmp(kv, "seed")) { if (arg_u64("--inject-fault seed", v, &seed)) return -1; f->seed = seed; }
+        else goto bad;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "specbed serve: --inject-fault expects rows=R,p=P,seed=S, got '%s'\n", spec);
+    return -1;
+}
+
+static int parse(int argc, char **argv, server_opts *o) {
+    server_opts_default(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        float fl;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
+#define VAL() if (!(v = arg_value(argc, argv, &i))) return -1
+        else if (!strcmp(a, "--model")) { VAL(); o->model_dir = v; }
+        else if (!strcmp(a, "--served-model-name")) { VAL(); o->served_name = v; }
+        else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
+        else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; }
+        else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
+        else if (!strcmp(a, "--api-key")) { VAL(); if (!*v) { fprintf(stderr, "specbed serve: --api-key is empty\n"); return -1; } o->api_key = v; }
+        else if (!strcmp(a, "--depth")) { VAL(); if (arg_int(a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
+        else if (!strcmp(a, "--ngram-max")) { VAL(); if (arg_int(a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
+        else if (!strcmp(a, "--ngram-min")) { VAL(); if (arg_int(a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--port")) { VAL(); if (arg_int(a, v, 0, 65535, &o->port)) return -1; }
+        else if (!strcmp(a, "--max-running")) { VAL(); if (arg_int(a, v, 1, 1024, &o->max_running)) return -1; }
+        else if (!strcmp(a, "--max-queue")) { VAL(); if (arg_int(a, v, 0, 1 << 20, &o->max_queue)) return -1; }
+        else if (!strcmp(a, "--max-seq-len")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->max_seq_len)) return -1; }
+        else if (!strcmp(a, "--decode-log-interval")) { VAL(); if (arg_int(a, v, 0, 1 << 30, &o->decode_log_interval)) return -1; }
+        else if (!strcmp(a, "--verify-schedule")) {
+            VAL();
+            sched_kind k;
+            if (sched_parse(v, &k)) {
+                fprintf(stderr, "specbed serve: --verify-schedule expects %s, got '%s'\n", SCHED_NAMES, v);
+                return -1;
+            }
+            o->verify_schedule = v;
+        }
+        else if (!strcmp(a, "--p-min")) { VAL(); if (arg_float(a, v, 0, 1, &fl)) return -1; o->p_min = fl; }
+        else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (arg_float(a, v, 0, 0.999, &fl)) return -1; o->alpha = fl; }
+        else if (!strcmp(a, "--cost-table")) { VAL(); o->cost_table = v; }
+        else if (!strcmp(a, "--drain-timeout")) { VAL(); if (arg_float(a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
+        else if (!strcmp(a, "--inject-fault")) {
+            o->fault_on = 1;
+            o->fault = (spec_fault){.min_rows = 4, .p = 0.25, .seed = 1};
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && parse_fault(argv[++i], &o->fault)) return -1;
+        }
+#undef VAL
+        else { fprintf(stderr, "specbed serve: unknown option '%s' (see --help)\n", a); return -1; }
+    }
+    if (!o->model_dir) { fprintf(stderr, "specbed serve: --model DIR is required\n"); return -1; }
+    return 0;
+}
+
+int cli_serve(int argc, char **argv) {
+    server_opts o;
+    if (parse(argc, argv, &o)) return 2;
+    /* Signals are taken synchronously by this thread; every thread the
+     * server starts inherits the blocked mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char err[1024];
+    server *s;
+    if (server_create(&s, &o, err, sizeof err)) {
+        fprintf(stderr, "specbed serve: %s\n", err);
+        return 1;
+    }
+    if (o.fault_on && !strcmp(o.dr.name, "none"))
+        fprintf(stderr, "specbed serve: warning: --inject-fault without a drafter: there are no draft rows to corrupt\n");
+    int rc = 0;
+    for (;;) {
+        struct timespec ts = {0, 200 * 1000000L};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            fprintf(stderr, "specbed serve: %s: no new requests; draining running ones (up to %gs)\n",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT", o.drain_s);
+            break;
+        }
+        if (server_failed(s)) { rc = 1; break; }
+    }
+    server_free(s);
+    fprintf(stderr, "specbed serve: stopped\n");
+    return rc;
+}

@@ -1,0 +1,142 @@
+/* server.c — server lifetime: sizing and loading the engine and drafter,
+ * starting the scheduler and HTTP threads, and the shutdown order (stop
+ * accepting → drain or cancel → join HTTP → free). Request handling lives
+ * in the other server_*.c files. */
+#include <stdlib.h>
+#include <string.h>
+#include "errmsg.h"
+#include "server_internal.h"
+
+void server_opts_default(server_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->dr.name = "none";
+    o->depth = 4;
+    o->host = "127.0.0.1";
+    o->port = 8000;
+    o->max_running = 16;
+    o->max_queue = 256;
+    o->decode_log_interval = 40;
+    o->max_body = 4u << 20;
+    o->drain_s = 10.0;
+    o->verify_schedule = "fixed";
+    o->p_min = 0.5;
+    o->alpha = 0.8;
+}
+
+/* --verify-schedule: how many of each request's drafts a step verifies. */
+static int setup_schedule(server *s, char *err, size_t errlen) {
+    sched_opts so = {.p_min = s->o.p_min, .alpha = s->o.alpha, .cost = &s->cost, .max_slots = s->o.max_running};
+    if (sched_parse(s->o.verify_schedule ? s->o.verify_schedule : "fixed", &so.kind))
+        return errf(err, errlen, "verify schedule '%s' is not one of %s", s->o.verify_schedule, SCHED_NAMES);
+    if (!s->d || so.kind == SCHED_FIXED) return 0;
+    if (so.kind == SCHED_CONFIDENCE || so.kind == SCHED_ADAPTIVE) {
+        if (s->o.cost_table) {
+            if (cost_table_load(&s->cost, s->o.cost_table, err, errlen)) return -1;
+        } else {
+            fprintf(s->log, "specbed serve: no cost table given: profiling verify cost at startup ...\n");
+            int rows = s->o.max_running * (s->o.depth + 1);
+            if (cost_table_profile(&s->cost, s->e, NULL, rows, 128, 3, err, errlen)) return -1;
+        }
+    }
+    if (sched_create(&s->vs, &so, err, errlen)) return -1;
+    spec_scheduler hook = sched_hook(s->vs);
+    spec_batch_set_scheduler(s->b, &hook);
+    return 0;
+}
+
+static void base_name(const char *dir, char *out, size_t cap) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    snprintf(out, cap, "%.*s", (int)(n - b), dir + b);
+}
+
+int server_create(server **out, const server_opts *o, char *err, size_t errlen) {
+    *out = NULL;
+    if (!o->model_dir) return errf(err, errlen, "no model directory given");
+    if (o->max_running < 1 || o->max_running > 1024) return errf(err, errlen, "max_running %d outside 1..1024", o->max_running);
+    if (o->max_queue < 0) return errf(err, errlen, "max_queue %d is negative", o->max_queue);
+    if (o->depth < 1 || o->depth > SPEC_MAX_DEPTH) return errf(err, errlen, "depth %d outside 1..%d", o->depth, SPEC_MAX_DEPTH);
+    if (o->port < 0 || o->port > 65535) return errf(err, errlen, "port %d outside 0..65535", o->port);
+    server *s = calloc(1, sizeof *s);
+    if (!s) return errf(err, errlen, "out of memory");
+    s->o = *o;
+    s->log = o->log ? o->log : stderr;
+    s->listen_fd = -1;
+    if (!s->o.host) s->o.host = "127.0.0.1";
+    if (!s->o.max_body) s->o.max_body = 4u << 20;
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
+    srv_metrics_init(&s->m);
+    if (o->served_name) snprintf(s->served_name, sizeof s->served_name, "%s", o->served_name);
+    else base_name(o->model_dir, s->served_name, sizeof s->served_name);
+
+    /* Verify rows for every running request at any depth a request may ask
+     * for, plus room for a prefill chunk beside them. */
+    int N = o->max_running, rows = N * (SPEC_MAX_DEPTH + 1) + 64;
+    gen_engine_opts eo = {.model_dir = o->model_dir, .max_seqs = N, .max_batch_rows = rows > 256 ? rows : 256,
+                          .max_seq_len = o->max_seq_len};
+    if (gen_engine_create(&s->e, &eo, err, errlen)) goto fail;
+    s->V = s->e->m->cfg.vocab_size;
+    s->im_start = tok_id(s->e->tok, "<|im_start|>");
+    s->im_end = tok_id(s->e->tok, "<|im_end|>");
+    s->eos[0] = s->e->m->cfg.eos_token_id;
+    s->eos[1] = tok_id(s->e->tok, "<|endoftext|>");
+    s->eos[2] = s->im_end;
+    s->o.dr.max_seqs = N;
+    if (drafter_create(&s->d, &s->o.dr, s->e, err, errlen)) goto fail;
+    spec_callbacks cb = {0};
+    srv_sched_callbacks(s, &cb);
+    if (spec_batch_create(&s->b, s->e, s->d, s->d ? o->depth : 0, &cb, err, errlen)) goto fail;
+    if (o->fault_on) spec_batch_set_fault(s->b, &o->fault);
+    if (setup_schedule(s, err, errlen)) goto fail;
+    s->waiting = calloc((size_t)(o->max_queue + N), sizeof *s->waiting);
+    s->running = calloc((size_t)N, sizeof *s->running);
+    if (!s->waiting || !s->running) { errf(err, errlen, "out of memory"); goto fail; }
+    if (srv_sched_start(s, err, errlen)) goto fail;
+    if (srv_http_start(s, err, errlen)) goto fail;
+    fprintf(s->log, "specbed serve: listening on http://%s%s%s:%d (model %s as '%s', drafter %s, depth %d, "
+            "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d)\n",
+            strchr(s->o.host, ':') ? "[" : "", s->o.host, strchr(s->o.host, ':') ? "]" : "", s->port,
+            o->model_dir, s->served_name, s->d ? s->d->ops->name : "none", s->d ? o->depth : 0,
+            s->vs ? o->verify_schedule : "fixed", N, o->max_queue,
+            s->e->opts.max_seq_len, s->e->opts.max_batch_rows);
+    if (o->fault_on)
+        fprintf(s->log, "specbed serve: FAULT INJECTION IS ON (rows=%d,p=%g,seed=%llu): verify steps with at least "
+                "%d rows corrupt one draft row's hidden state with probability %g; output WILL be wrong\n",
+                o->fault.min_rows, o->fault.p, (unsigned long long)o->fault.seed, o->fault.min_rows, o->fault.p);
+    fflush(s->log);
+    *out = s;
+    return 0;
+fail:
+    server_free(s);
+    return -1;
+}
+
+int server_port(const server *s) { return s->port; }
+
+int server_failed(const server *s) { return atomic_load(&s->failed); }
+
+void server_shutdown(server *s) {
+    if (!s || s->shut) return;
+    s->shut = 1;
+    srv_http_quiesce(s);
+    srv_sched_stop(s);    /* drains or cancels: every connection thread's wait ends */
+    srv_http_stop(s);
+}
+
+void server_free(server *s) {
+    if (!s) return;
+    server_shutdown(s);
+    spec_batch_free(s->b);
+    sched_free(s->vs);
+    drafter_free(s->d);
+    gen_engine_free(s->e);
+    free(s->waiting);
+    free(s->running);
+    srv_metrics_destroy(&s->m);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+    free(s);
+}
