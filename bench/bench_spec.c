@@ -4,7 +4,8 @@
  * --num-prompts prompts one at a time (single stream, greedy) and reports
  * accept length (bonus included), per-position acceptance, and decode
  * tokens/s as a ratio to speculation off measured in the same run, on the
- * same prompts. Prints a table; writes CSV with --out. Greedy output is
+ * same prompts, each speculative run paired with a speculation-off run of
+ * the same prompt just before it. Prints a table; writes CSV with --out. Greedy output is
  * also compared with speculation off, and any mismatch is reported (it
  * would be a bug: speculation is lossless).
  *
@@ -178,12 +179,24 @@ int main(int argc, char **argv) {
                 memset(&d->counters, 0, sizeof d->counters);
                 sched *sc = NULL;
                 if (sched_create(&sc, &so, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
-                double s = 0;
-                long tok = 0;
+                double s = 0, s_off = 0;
+                long tok = 0, tok_off = 0;
                 int mism = 0;
                 for (int p = 0; p < ps.count; p++) {
                     spec_timing t;
                     gen_result r;
+                    /* paired: speculation off on the same prompt right before, so
+                     * background load drifts hit both sides alike */
+                    {
+                        spec_params so_ = {.gen = gp};
+                        const int *pp0 = ps.ids[p];
+                        if (spec_run(e, NULL, &pp0, &ps.n[p], 1, &so_, NULL, NULL, &r, &t, err, sizeof err)) {
+                            fprintf(stderr, "bench_spec: %s\n", err); return 1;
+                        }
+                        s_off += t.total_s - t.prefill_s;
+                        tok_off += r.n_tokens - 1;
+                        gen_results_free(&r, 1);
+                    }
                     spec_params sp = {.gen = gp, .depth = depth, .sched = sched_hook(sc)};
                     const int *pp = ps.ids[p];
                     if (spec_run(e, d, &pp, &ps.n[p], 1, &sp, NULL, NULL, &r, &t, err, sizeof err)) {
@@ -197,6 +210,7 @@ int main(int argc, char **argv) {
                 }
                 const drafter_counters *c = &d->counters;
                 double tps = tok / s;
+                base_tps = tok_off / s_off;
                 sched_free(sc);
                 printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, sn, depth, spec_accept_length(c),
                        spec_acceptance_rate(c), tps, tps / base_tps);

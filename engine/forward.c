@@ -1,8 +1,10 @@
 /* forward.c — the target model's forward pass over one ragged batch
  * (see forward.h). Qwen3 is the reference; Qwen2 (q/k/v bias) and Llama
  * (neither bias nor q/k norm) differ only by the config flags.
- * Owns: the order of the layer's steps and the scratch buffers (fwd_ctx),
- * sized once for max_rows so fwd_run allocates nothing in steady state.
+ * Owns: embedding, the layer loop with its taps, the final norm and
+ * lm_head, and the scratch buffers (fwd_ctx), sized once for max_rows so
+ * fwd_run allocates nothing in steady state. One decoder layer is layer.c's
+ * (shared with the drafters whose blocks are decoder layers).
  * Must not: do arithmetic itself (every float op is a backend kernel, so
  * batch invariance is the kernels' property and is tested there), or leave
  * K/V rows appended when it fails.
@@ -13,44 +15,23 @@
  * span causal within itself and lets spans of any length sit side by side. */
 #include "forward.h"
 #include "errmsg.h"
+#include "layer.h"
 
-#include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct fwd_ctx {
     const model *m;
     int max_rows;
-    /* Activations, row-major; R = max_rows, H = hidden, Q = n_heads·head_dim,
-     * KV = n_kv_heads·head_dim, I = intermediate. */
+    layer_scratch *ls; /* the decoder layers' scratch (layer.c) */
+    /* Activations, row-major; R = max_rows, H = hidden. */
     float *x;    /* [R, H]  residual stream */
-    float *xb;   /* [R, H]  normed input of the current sub-layer */
-    float *q;    /* [R, Q] */
-    float *k;    /* [R, KV] */
-    float *v;    /* [R, KV] */
-    float *att;  /* [R, Q]  attention output, heads concatenated */
-    float *xo;   /* [R, H]  sub-layer output before the residual add */
-    float *hg;   /* [R, I]  gate, then silu(gate)·up */
-    float *hu;   /* [R, I]  up */
+    float *xb;   /* [R, H]  after the final norm */
     float *xl;   /* [R, H]  the rows that get logits, gathered */
     int *pos;    /* [R]     row's position in its sequence */
     int *seq;    /* [R]     row's kv sequence */
     int *tok;    /* [R]     row's token */
-    /* Attention scores: one [scores_cap] buffer per thread. */
-    float *scores;
-    int scores_cap, scores_threads;
 };
-
-static int alloc_scores(fwd_ctx *f, int cap, int threads) {
-    float *s = kb_alloc((size_t)cap * (size_t)threads * sizeof(float));
-    if (!s) return -1;
-    kb_free(f->scores);
-    f->scores = s;
-    f->scores_cap = cap;
-    f->scores_threads = threads;
-    return 0;
-}
 
 int fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t errlen) {
     *out = NULL;
@@ -60,24 +41,15 @@ int fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t er
     if (!f) return errf(err, errlen, "fwd_create: out of memory");
     f->m = m;
     f->max_rows = max_rows;
-    size_t R = (size_t)max_rows, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
-    size_t Q = (size_t)c->n_heads * c->head_dim, KV = (size_t)c->n_kv_heads * c->head_dim;
+    size_t R = (size_t)max_rows, H = (size_t)c->hidden_size;
     f->x = kb_alloc(R * H * sizeof(float));
     f->xb = kb_alloc(R * H * sizeof(float));
-    f->q = kb_alloc(R * Q * sizeof(float));
-    f->k = kb_alloc(R * KV * sizeof(float));
-    f->v = kb_alloc(R * KV * sizeof(float));
-    f->att = kb_alloc(R * Q * sizeof(float));
-    f->xo = kb_alloc(R * H * sizeof(float));
-    f->hg = kb_alloc(R * I * sizeof(float));
-    f->hu = kb_alloc(R * I * sizeof(float));
     f->xl = kb_alloc(R * H * sizeof(float));
     f->pos = calloc(R, sizeof(int));
     f->seq = calloc(R, sizeof(int));
     f->tok = calloc(R, sizeof(int));
-    int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
-    if (!f->x || !f->xb || !f->q || !f->k || !f->v || !f->att || !f->xo || !f->hg || !f->hu ||
-        !f->xl || !f->pos || !f->seq || !f->tok || alloc_scores(f, cap, omp_get_max_threads())) {
+    if (!f->x || !f->xb || !f->xl || !f->pos || !f->seq || !f->tok ||
+        layer_scratch_create(&f->ls, c, max_rows, err, errlen)) {
         fwd_free(f);
         return errf(err, errlen, "fwd_create: out of memory for %d rows", max_rows);
     }
@@ -87,9 +59,8 @@ int fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t er
 
 void fwd_free(fwd_ctx *f) {
     if (!f) return;
-    kb_free(f->x); kb_free(f->xb); kb_free(f->q); kb_free(f->k); kb_free(f->v);
-    kb_free(f->att); kb_free(f->xo); kb_free(f->hg); kb_free(f->hu); kb_free(f->xl);
-    kb_free(f->scores);
+    layer_scratch_free(f->ls);
+    kb_free(f->x); kb_free(f->xb); kb_free(f->xl);
     free(f->pos); free(f->seq); free(f->tok);
     free(f);
 }
@@ -151,25 +122,26 @@ static int check_batch(const fwd_ctx *f, const kv_cache *kv, const fwd_batch *b,
     if (o->n_taps < 0 || (o->n_taps > 0 && (!o->tap_layers || !o->taps)))
         return errf(err, errlen, "fwd_run: %d taps requested without layer list or output", o->n_taps);
     for (int t = 0; t < o->n_taps; t++)
-        if (o->tap_layers[t] < 0 || o->tap_layers[t] >= c->n_layers)
-            return errf(err, errlen, "fwd_run: tap_layers[%d] = %d, the model has layers 0..%d",
-                        t, o->tap_layers[t], c->n_layers - 1);
+        if ((o->tap_layers[t] < 0 && o->tap_layers[t] != FWD_TAP_FINAL_NORM) || o->tap_layers[t] >= c->n_layers)
+            return errf(err, errlen, "fwd_run: tap_layers[%d] = %d, the model has layers 0..%d "
+                        "(or FWD_TAP_FINAL_NORM = %d)", t, o->tap_layers[t], c->n_layers - 1, FWD_TAP_FINAL_NORM);
     return (int)total;
 }
 
-static void add_bias(float *y, const float *bias, int m, int n) {
-    if (!bias) return;
-    for (int r = 0; r < m; r++) kb_add(y + (size_t)r * n, bias, 1, n);
+/* Copies rows x[n, H] into the taps asked for under id `tap`. */
+static void copy_taps(const fwd_out *o, int tap, const float *x, int n, int H) {
+    if (!o) return;
+    for (int t = 0; t < o->n_taps; t++)
+        if (o->tap_layers[t] == tap)
+            for (int i = 0; i < n; i++)
+                memcpy(o->taps + ((size_t)i * o->n_taps + t) * H, x + (size_t)i * H, (size_t)H * sizeof(float));
 }
 
 int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
             char *err, size_t errlen) {
     const model *m = f->m;
     const model_config *c = &m->cfg;
-    const int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    const int nh = c->n_heads, nkv = c->n_kv_heads;
-    const int Q = nh * hd, KV = nkv * hd;
-    const float scale = (float)(1.0 / sqrt((double)hd));
+    const int H = c->hidden_size;
 
     int n = check_batch(f, kv, b, o, err, errlen);
     if (n < 0) return -1;
@@ -181,10 +153,7 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
         int end = kv_len(kv, b->spans[s].seq) + b->spans[s].n;
         if (end > need_ctx) need_ctx = end;
     }
-    int threads = omp_get_max_threads();
-    if ((need_ctx > f->scores_cap || threads > f->scores_threads) &&
-        alloc_scores(f, need_ctx > f->scores_cap ? need_ctx : f->scores_cap,
-                     threads > f->scores_threads ? threads : f->scores_threads))
+    if (layer_scratch_reserve(f->ls, need_ctx))
         return errf(err, errlen, "fwd_run: out of memory for attention scores (%d positions)", need_ctx);
 
     /* Rows, positions, and K/V slots. On failure undo the appends already made
@@ -210,52 +179,12 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
 
     for (int i = 0; i < n; i++) kb_weight_row(f->x + (size_t)i * H, &m->embed, f->tok[i]);
 
+    /* Causal: each row attends to its sequence up to its own position, which
+     * includes the earlier rows of its own span. */
+    const layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL};
     for (int l = 0; l < c->n_layers; l++) {
-        const layer_weights *w = &m->layers[l];
-
-        /* attention: x += o_proj(attn(rope(norm(q)), rope(norm(k)), v)) */
-        kb_rmsnorm(f->xb, f->x, w->attn_norm, n, H, c->rms_norm_eps);
-        kb_matmul(f->q, f->xb, &w->wq, n);
-        kb_matmul(f->k, f->xb, &w->wk, n);
-        kb_matmul(f->v, f->xb, &w->wv, n);
-        add_bias(f->q, w->bq, n, Q);
-        add_bias(f->k, w->bk, n, KV);
-        add_bias(f->v, w->bv, n, KV);
-        if (w->q_norm) kb_rmsnorm(f->q, f->q, w->q_norm, n * nh, hd, c->rms_norm_eps);
-        if (w->k_norm) kb_rmsnorm(f->k, f->k, w->k_norm, n * nkv, hd, c->rms_norm_eps);
-        kb_rope(f->q, f->pos, n, nh, hd, c->rope_theta);
-        kb_rope(f->k, f->pos, n, nkv, hd, c->rope_theta);
-        for (int i = 0; i < n; i++) {
-            memcpy(kv_k_at(kv, l, f->seq[i], f->pos[i]), f->k + (size_t)i * KV, (size_t)KV * sizeof(float));
-            memcpy(kv_v_at(kv, l, f->seq[i], f->pos[i]), f->v + (size_t)i * KV, (size_t)KV * sizeof(float));
-        }
-        /* Every row's K/V is in the cache before any row attends, so a row
-         * sees the earlier rows of its own span. Rows are independent: one
-         * thread per row, each with its own score buffer. */
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
-        for (int i = 0; i < n; i++) {
-            float *scores = f->scores + (size_t)omp_get_thread_num() * f->scores_cap;
-            kb_kv_view view = kv_view(kv, l, f->seq[i]);
-            kb_attention_row(f->att + (size_t)i * Q, f->q + (size_t)i * Q, &view, f->pos[i] + 1,
-                             nh, scale, scores);
-        }
-        kb_matmul(f->xo, f->att, &w->wo, n);
-        kb_add(f->x, f->xo, n, H);
-
-        /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))) */
-        kb_rmsnorm(f->xb, f->x, w->mlp_norm, n, H, c->rms_norm_eps);
-        kb_matmul(f->hg, f->xb, &w->w_gate, n);
-        kb_matmul(f->hu, f->xb, &w->w_up, n);
-        kb_swiglu(f->hg, f->hg, f->hu, n, I);
-        kb_matmul(f->xo, f->hg, &w->w_down, n);
-        kb_add(f->x, f->xo, n, H);
-
-        if (o)
-            for (int t = 0; t < o->n_taps; t++)
-                if (o->tap_layers[t] == l)
-                    for (int i = 0; i < n; i++)
-                        memcpy(o->taps + ((size_t)i * o->n_taps + t) * H, f->x + (size_t)i * H,
-                               (size_t)H * sizeof(float));
+        layer_forward(f->ls, &m->layers[l], kv, l, &rows, f->x);
+        copy_taps(o, l, f->x, n, H);
         /* Fault injection (serve --inject-fault): a transient buffer
          * overwriting part of a row's residual stream after layer 0, as the
          * SGLang/SM120 allocator hazard did. Later layers, the KV written by
@@ -268,6 +197,7 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
 
     kb_rmsnorm(f->xb, f->x, m->final_norm, n, H, c->rms_norm_eps);
     if (o && o->final_hidden) memcpy(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
+    copy_taps(o, FWD_TAP_FINAL_NORM, f->xb, n, H);
     if (o && o->n_logit_rows > 0) {
         for (int i = 0; i < o->n_logit_rows; i++)
             memcpy(f->xl + (size_t)i * H, f->xb + (size_t)o->logit_rows[i] * H, (size_t)H * sizeof(float));

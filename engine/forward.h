@@ -14,6 +14,10 @@
 #include "kv_cache.h"
 #include "model.h"
 
+/* Tap id of the hidden state after the final norm (the lm_head's input,
+ * what MTP and EAGLE-style drafters condition on). */
+#define FWD_TAP_FINAL_NORM (-1)
+
 typedef struct {
     int seq;           /* kv sequence id */
     int n;             /* rows in this span */
@@ -30,7 +34,8 @@ typedef struct {
     const int *logit_rows; /* rows whose logits are wanted (ascending), NULL = none */
     int n_logit_rows;
     float *logits;         /* out: [n_logit_rows, vocab] */
-    const int *tap_layers; /* decoder layer ids whose outputs are wanted (0-based; layer L = output of layer L) */
+    const int *tap_layers; /* decoder layer ids whose outputs are wanted (0-based; layer L = output of
+                              layer L), or FWD_TAP_FINAL_NORM for the hidden state after the final norm */
     int n_taps;
     float *taps;           /* out: [total_rows, n_taps, hidden] */
     float *final_hidden;   /* out, optional: [total_rows, hidden] after the final norm */

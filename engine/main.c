@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
+#include "commands.h"   /* bench/: load, canary, sweep, report */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -15,6 +16,10 @@ static void usage(FILE *f) {
         "  generate   generate text from a prompt with a local model\n"
         "  serve      OpenAI-compatible server with continuous batching and speculation\n"
         "  profile    measure the verify cost curve (seconds per step vs rows) as JSON\n"
+        "  load       drive a server with streaming requests; latency and accept length per interval\n"
+        "  canary     bursty load after a (cold) start; fail on the corruption signature\n"
+        "  sweep      relaunch a server per draft depth, canary + load per workload x concurrency\n"
+        "  report     gnuplot figures, tables and the depth recommendation for a sweep\n"
         "\n"
         "`specbed <command> --help` lists the command's options.\n");
 }
@@ -26,6 +31,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return cli_profile(argc - 1, argv + 1);
+    if (!strcmp(cmd, "load")) return cmd_load(argc - 1, argv + 1);
+    if (!strcmp(cmd, "canary")) return cmd_canary(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sweep")) return cmd_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "specbed: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "errmsg.h"
 #include "forward.h"
 
@@ -163,9 +164,10 @@ static void dm_free(drafter *d) {
 static const drafter_ops DM_OPS = {"draft", dm_begin, dm_propose, dm_accept, dm_release, dm_free};
 
 /* The draft tokenizer must map every id to the same bytes as the target's. */
-static int check_tokenizer(const char *dir, const tokenizer *target, char *err, size_t el) {
+int drafter_check_tokenizer(const char *dir, const tokenizer *target, int required, char *err, size_t el) {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (!required && access(path, F_OK) != 0) return 0;
     tokenizer *t;
     if (tok_load(&t, path, err, el)) return -1;
     int rc = 0, nt = tok_vocab_size(t), ng = tok_vocab_size(target);
@@ -184,7 +186,7 @@ int drafter_model_create(drafter **out, const draft_model_opts *o, const tokeniz
                          int target_vocab, char *err, size_t errlen) {
     *out = NULL;
     if (!o->model_dir) return errf(err, errlen, "draft model: --draft-model DIR is required");
-    if (check_tokenizer(o->model_dir, target_tok, err, errlen)) return -1;
+    if (drafter_check_tokenizer(o->model_dir, target_tok, 1, err, errlen)) return -1;
     drafter *d = calloc(1, sizeof *d);
     dm_state *s = calloc(1, sizeof *s);
     if (!d || !s) { free(d); free(s); return errf(err, errlen, "out of memory"); }

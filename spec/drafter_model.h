@@ -17,4 +17,9 @@ typedef struct {
 int drafter_model_create(drafter **out, const draft_model_opts *o, const tokenizer *target_tok,
                          int target_vocab, char *err, size_t errlen);
 
+/* dir/tokenizer.json must hold the same tokens under the same ids as target
+ * (else an error names the first id that differs). required = 0: a
+ * directory without tokenizer.json passes (DSpark checkpoints may ship none). */
+int drafter_check_tokenizer(const char *dir, const tokenizer *target, int required, char *err, size_t errlen);
+
 #endif

@@ -3,7 +3,9 @@
 #include "drafters.h"
 #include <stdio.h>
 #include <string.h>
+#include "drafter_dspark.h"
 #include "drafter_model.h"
+#include "drafter_mtp.h"
 #include "drafter_ngram.h"
 #include "errmsg.h"
 #include "spec_decode.h"
@@ -21,6 +23,15 @@ int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *er
         draft_model_opts mo = {.model_dir = o->draft_model, .max_seqs = o->max_seqs,
                                .max_seq_len = t->opts.max_seq_len};
         return drafter_model_create(out, &mo, t->tok, V, err, errlen);
+    }
+    if (!strcmp(n, "mtp")) {
+        mtp_opts mo = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len};
+        return drafter_mtp_create(out, &mo, t->m, err, errlen);
+    }
+    if (!strcmp(n, "dspark")) {
+        dspark_opts so = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len,
+                          .depth = o->depth, .quiet = o->quiet};
+        return drafter_dspark_create(out, &so, t->m, t->tok, err, errlen);
     }
     return errf(err, errlen, "unknown drafter '%s' (expected %s)", n, DRAFTER_NAMES);
 }

@@ -7,13 +7,16 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *name;          /* none | ngram | draft | mtp */
-    const char *draft_model;   /* --draft-model DIR (draft) */
+    const char *name;          /* none | ngram | draft | mtp | dspark */
+    const char *draft_model;   /* --draft-model DIR (draft: the draft model; dspark: the DSpark checkpoint) */
     int ngram_n_max, ngram_n_min, ngram_lookahead;
     int max_seqs;
+    int depth;                 /* serving depth, for startup messages only (dspark prints it beside
+                                  its block_size); 0 = not known */
+    int quiet;                 /* no startup messages */
 } drafter_opts;
 
-#define DRAFTER_NAMES "none|ngram|draft|mtp"
+#define DRAFTER_NAMES "none|ngram|draft|mtp|dspark"
 
 /* *out is NULL for "none". The target engine supplies the tokenizer, vocab
  * and (for MTP) the target model whose checkpoint holds the MTP module. */

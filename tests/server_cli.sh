@@ -72,7 +72,7 @@ stop_with() {
 
 # wait_bytes FILE: until the stream has started
 wait_bytes() {
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 1200); do
     [ -s "$1" ] && return 0
     sleep 0.05
   done

@@ -1,0 +1,169 @@
+/* cmd_canary.c — `specbed canary`: options, cold launch, calibration, and
+ * the offline scans; the checks themselves are canary.c / canary_io.c. */
+#include "bargs.h"
+#include "canary.h"
+#include "commands.h"
+#include "httpc.h"
+#include "launch.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void help(FILE *f) {
+    fprintf(f,
+        "usage: specbed canary (--url URL | --launch \"CMD {port}\") [options]\n"
+        "       specbed canary --sglang-log FILE|- [--threshold T]      (offline scan)\n"
+        "       specbed canary --intervals FILE.csv [--threshold T]     (offline scan)\n"
+        "       specbed canary --calibrate DIR                          (print thresholds)\n"
+        "\n"
+        "Runs a short bursty greedy load right after a (cold) server start and fails\n"
+        "(exit 1, evidence printed and written to --out) when any interval under load\n"
+        "has accept length <= the threshold, or when a content check fails: greedy\n"
+        "spec-on vs spec-off mismatch (specbed's per-request spec_depth), U+FFFD or\n"
+        "control characters, punctuation spray, repeated-trigram loops, different\n"
+        "output for identical greedy requests, a flat next-token distribution in a\n"
+        "prefill-only probe, a passphrase that fails to copy across 128 tokens.\n"
+        "Exit 0 clean, 1 corruption found, 2 could not run.\n"
+        "\n"
+        "  --launch CMD          start the server (CMD has a {port} placeholder), wait for\n"
+        "                        /health, run, stop it; its log goes to OUT/server.log\n"
+        "  --boot-timeout S      seconds to wait for /health (default 180)\n"
+        "  --duration S          length of the bursty load (default 30)\n"
+        "  --burst N             concurrency of the bursts (default 8; troughs run 2)\n"
+        "  --threshold T         accept length at or below which an interval fails (default 2.0)\n"
+        "  --min-drafts N        verify steps an interval needs to be judged (default 4)\n"
+        "  --calibrate DIR       derive every threshold from the clean runs in DIR (a previous\n"
+        "                        canary or load --out, or a sweep) and print them\n"
+        "  --intervals CSV       offline: scan a saved intervals.csv\n"
+        "  --sglang-log FILE     with --url/--launch: live SGLang log as the metric source;\n"
+        "                        alone: scan the log offline (- = stdin), one line per flag\n"
+        "  --probes N            prompts in the determinism / spec on-off probes (default 8)\n"
+        "  --copy-workload W     passphrase prompts (default copy; none = skip)\n"
+        "  --spec-check on|off|auto   greedy spec-on vs spec-off (default auto: specbed only)\n"
+        "  --no-content-checks   interval check only\n"
+        "  --fail-fast           stop the load at the first flagged interval\n"
+        "  --out DIR             evidence directory (default results/canary-DATE)\n"
+        "\n"
+        "Load options (the canary forces --temperature 0; defaults --workload code,\n"
+        "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", LOAD_CLI_HELP);
+}
+
+int cmd_canary(int argc, char **argv) {
+    canary_opts o;
+    canary_opts_default(&o);
+    const char *launch = NULL, *calib = NULL, *csv = NULL;
+    double boot_timeout = 180, threshold = 2.0;
+    int threshold_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(stdout); return 0; }
+#define VAL() do { if (!(v = ba_value("canary", argc, argv, &i))) return 2; } while (0)
+        if (!strcmp(a, "--launch")) { VAL(); launch = v; }
+        else if (!strcmp(a, "--boot-timeout")) { VAL(); if (ba_double("canary", a, v, 1, 86400, &boot_timeout)) return 2; }
+        else if (!strcmp(a, "--duration")) { VAL(); if (ba_double("canary", a, v, 1, 86400, &o.duration_s)) return 2; }
+        else if (!strcmp(a, "--burst")) { VAL(); if (ba_int("canary", a, v, 1, 4096, &o.burst)) return 2; }
+        else if (!strcmp(a, "--threshold")) { VAL(); if (ba_double("canary", a, v, 0, 1000, &threshold)) return 2; threshold_set = 1; }
+        else if (!strcmp(a, "--min-drafts")) { VAL(); if (ba_double("canary", a, v, 0, 1e9, &o.min_drafts)) return 2; }
+        else if (!strcmp(a, "--calibrate")) { VAL(); calib = v; }
+        else if (!strcmp(a, "--intervals")) { VAL(); csv = v; }
+        else if (!strcmp(a, "--probes")) { VAL(); if (ba_int("canary", a, v, 1, 64, &o.n_probe)) return 2; }
+        else if (!strcmp(a, "--copy-workload")) { VAL(); o.copy_workload = strcmp(v, "none") ? v : ""; }
+        else if (!strcmp(a, "--spec-check")) {
+            VAL();
+            if (!strcmp(v, "on")) o.spec_check = 1;
+            else if (!strcmp(v, "off")) o.spec_check = 0;
+            else if (!strcmp(v, "auto")) o.spec_check = -1;
+            else { fprintf(stderr, "canary: --spec-check '%s' must be on, off or auto\n", v); return 2; }
+        }
+        else if (!strcmp(a, "--no-content-checks")) o.content_checks = 0;
+        else if (!strcmp(a, "--fail-fast")) o.fail_fast = 1;
+        else {
+            int r = load_cli_opt("canary", argc, argv, &i, &o.lo);
+            if (r < 0) return 2;
+            if (r == 0) { fprintf(stderr, "canary: unknown option '%s' (see specbed canary --help)\n", a); return 2; }
+        }
+#undef VAL
+    }
+    char err[2048];
+    cc_thresholds_default(&o.thr, threshold);
+    if (calib) {
+        char explain[4096];
+        cc_observed clean;
+        int n_runs;
+        if (canary_calibrate_dir(calib, o.min_drafts, &o.thr, &clean, &n_runs, explain, sizeof explain, err, sizeof err)) {
+            fprintf(stderr, "canary: --calibrate: %s\n", err);
+            return 2;
+        }
+        if (threshold_set) o.thr.accept_len = threshold;   /* an explicit --threshold wins */
+        printf("calibrated from %d clean run(s) in %s:\n%s", n_runs, calib, explain);
+        fflush(stdout);
+    }
+    int live = o.lo.c.url || launch;
+    /* Offline scans. */
+    if (!live && (csv || o.lo.c.sglang_log)) {
+        int n_rows = 0;
+        int flagged = csv ? canary_scan_csv(csv, o.thr.accept_len, o.min_drafts, stdout, &n_rows, err, sizeof err)
+                          : canary_scan_sglang(o.lo.c.sglang_log, o.thr.accept_len, stdout, &n_rows, err, sizeof err);
+        if (flagged < 0) { fprintf(stderr, "canary: %s\n", err); return 2; }
+        printf("canary: %d of %d interval(s) at or below accept length %.3f%s\n", flagged, n_rows, o.thr.accept_len,
+               n_rows ? "" : " (no Decode batch lines / rows found)");
+        return flagged ? 1 : n_rows ? 0 : 2;
+    }
+    if (!live) {
+        if (calib) return 0;
+        fprintf(stderr, "canary: give --url, --launch, --sglang-log or --intervals (see --help)\n");
+        return 2;
+    }
+    if (o.lo.c.url && launch) { fprintf(stderr, "canary: --url and --launch exclude each other\n"); return 2; }
+    if (!o.lo.workload) o.lo.workload = "code";
+    o.lo.c.url = o.lo.c.url ? o.lo.c.url : "http://127.0.0.1:0";   /* replaced after launch */
+    if (load_cli_check("canary", &o.lo)) return 2;
+    char outdir[1024];
+    if (o.lo.out) snprintf(outdir, sizeof outdir, "%s", o.lo.out);
+    else {
+        char d[32];
+        time_t now = time(NULL);
+        strftime(d, sizeof d, "%Y%m%d-%H%M%S", localtime(&now));
+        snprintf(outdir, sizeof outdir, "results/canary-%s", d);
+    }
+    if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
+    if (http_init(err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
+    srv s = {0};
+    char base[256];
+    int rc = 2;
+    double t_launch = http_now(), boot_s = NAN;
+    if (launch) {
+        srv_guard_signals();
+        int port;
+        char cmd[8192], logp[1100];
+        if (srv_free_port(&port, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
+        if (srv_expand(launch, port, -1, NULL, NULL, cmd, sizeof cmd)) { fprintf(stderr, "canary: --launch command too long\n"); goto out; }
+        if (!strstr(launch, "{port}")) fprintf(stderr, "canary: warning: --launch has no {port}; assuming the server listens on %d\n", port);
+        snprintf(logp, sizeof logp, "%s/server.log", outdir);
+        if (srv_start(&s, cmd, port, logp, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
+        if (http_wait_health(s.base, boot_timeout, srv_alive, &s, err, sizeof err)) {
+            fprintf(stderr, "canary: %s\ncanary: server log tail (%s):\n%s\n", err, logp, srv_log_tail(&s, 1500));
+            goto out;
+        }
+        boot_s = http_now() - t_launch;
+        snprintf(base, sizeof base, "%s", s.base);
+    } else
+        http_base(o.lo.c.url, base, sizeof base);
+    canary_verdict v;
+    if (canary_live(&o, base, outdir, &v, err, sizeof err)) {
+        fprintf(stderr, "canary: could not run: %s\n", err);
+        if (launch) fprintf(stderr, "canary: server log tail:\n%s\n", srv_log_tail(&s, 1500));
+        goto out;
+    }
+    printf("canary %s\n", v.summary);
+    if (!isnan(v.first_flag_s)) printf("canary: first flag %.1f s into the load\n", v.first_flag_s);
+    if (!isnan(boot_s)) printf("canary: server became healthy %.1f s after launch\n", boot_s);
+    printf("canary: evidence in %s\n", outdir);
+    rc = v.failed ? 1 : 0;
+out:
+    if (launch) srv_stop(&s);
+    http_cleanup();
+    return rc;
+}

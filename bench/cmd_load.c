@@ -1,0 +1,232 @@
+/* cmd_load.c — `specbed load`: option parsing, running the load generator,
+ * writing its outputs, printing the summary. The shared load options live
+ * here too (load_cli.h). */
+#include "bargs.h"
+#include "commands.h"
+#include "httpc.h"
+#include "load_cli.h"
+#include "stats.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char LOAD_CLI_HELP[] =
+    "  --url URL             server base, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)\n"
+    "  --workload FILE|NAME  JSONL prompts; a bare NAME means workloads/NAME.jsonl\n"
+    "  --endpoint E          completions (default) or chat\n"
+    "  --model NAME          model field of requests (default: first id of /v1/models)\n"
+    "  --api-key KEY         sent as Authorization: Bearer KEY\n"
+    "  --num-prompts N       requests to send (default: one pass over the workload,\n"
+    "                        or unlimited with --duration / --profile)\n"
+    "  --max-tokens N        output tokens per request (default: the row's, else 128)\n"
+    "  --temperature T       default 0 (greedy)\n"
+    "  --seed S              request seed and prompt-order shuffle (default 0)\n"
+    "  --no-shuffle          send prompts in file order\n"
+    "  --ignore-eos          ask the server to ignore end-of-text\n"
+    "  --concurrency N       closed loop: N requests in flight (default 1)\n"
+    "  --rate R              open loop: R requests/s (inf = all at once)\n"
+    "  --burstiness B        gamma shape of arrival gaps (1 = Poisson, default)\n"
+    "  --max-concurrency N   cap on in-flight requests in open loop\n"
+    "  --profile SPEC        phases, e.g. 180s@4,180s@20,120s@2,240s@14 (@N closed\n"
+    "                        loop of N, @rX open loop at X req/s)\n"
+    "  --duration S          stop sending after S seconds\n"
+    "  --interval S          metrics interval in seconds (default 5)\n"
+    "  --metrics-source K    auto (default), specbed, vllm, llamacpp, sglang, none\n"
+    "  --sglang-log FILE     read SGLang 'Decode batch' lines from FILE as it grows (- = stdin)\n"
+    "  --spec-depth K        send \"spec_depth\": K per request (specbed; 0 = off)\n"
+    "  --logprobs N          ask for N top logprobs per token\n"
+    "  --request-timeout S   per request (default 600)\n"
+    "  --percentiles LIST    default 50,90,99\n"
+    "  --goodput SLOS        e.g. ttft:500,tpot:50,e2el:10000 (ms)\n"
+    "  --out DIR             where the CSV/JSON outputs go\n"
+    "  --quiet               no progress line\n";
+
+void load_cli_defaults(load_cli *o) {
+    memset(o, 0, sizeof *o);
+    ld_config_defaults(&o->c);
+    ld_pcts_parse("50,90,99", &o->pcts, NULL, 0);
+}
+
+static int parse_goodput(const char *cmd, const char *v, ld_slo *s) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
+        char *c = strchr(tok, ':');
+        double ms;
+        if (!c || ba_double(cmd, "--goodput", c + 1, 0.001, 1e9, &ms)) {
+            fprintf(stderr, "%s: --goodput '%s': expected KEY:MS with KEY ttft, tpot or e2el\n", cmd, v);
+            return -1;
+        }
+        *c = 0;
+        if (!strcmp(tok, "ttft")) s->ttft_ms = ms;
+        else if (!strcmp(tok, "tpot")) s->tpot_ms = ms;
+        else if (!strcmp(tok, "e2el")) s->e2el_ms = ms;
+        else { fprintf(stderr, "%s: --goodput: unknown metric '%s' (ttft, tpot, e2el)\n", cmd, tok); return -1; }
+    }
+    return 0;
+}
+
+int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
+    const char *a = argv[*i], *v;
+    ld_config *c = &o->c;
+#define VAL() do { if (!(v = ba_value(cmd, argc, argv, i))) return -1; } while (0)
+    if (!strcmp(a, "--url")) { VAL(); c->url = v; }
+    else if (!strcmp(a, "--workload")) { VAL(); o->workload = v; }
+    else if (!strcmp(a, "--endpoint")) {
+        VAL();
+        if (!strcmp(v, "completions")) c->endpoint = EP_COMPLETIONS;
+        else if (!strcmp(v, "chat")) c->endpoint = EP_CHAT;
+        else { fprintf(stderr, "%s: --endpoint '%s' must be completions or chat\n", cmd, v); return -1; }
+    }
+    else if (!strcmp(a, "--model")) { VAL(); c->model = v; }
+    else if (!strcmp(a, "--api-key")) { VAL(); c->api_key = v; }
+    else if (!strcmp(a, "--num-prompts")) { VAL(); if (ba_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
+    else if (!strcmp(a, "--max-tokens")) { VAL(); if (ba_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
+    else if (!strcmp(a, "--temperature")) { VAL(); if (ba_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
+    else if (!strcmp(a, "--seed")) {
+        VAL();
+        char *e;
+        unsigned long long s = strtoull(v, &e, 10);
+        if (e == v || *e) { fprintf(stderr, "%s: --seed '%s' must be a non-negative integer\n", cmd, v); return -1; }
+        c->seed = s;
+    }
+    else if (!strcmp(a, "--no-shuffle")) c->shuffle = 0;
+    else if (!strcmp(a, "--ignore-eos")) c->ignore_eos = 1;
+    else if (!strcmp(a, "--concurrency")) { VAL(); if (ba_int(cmd, a, v, 1, 100000, &c->concurrency)) return -1; }
+    else if (!strcmp(a, "--rate")) {
+        VAL();
+        if (!strcmp(v, "inf")) c->rate = INFINITY;
+        else if (ba_double(cmd, a, v, 1e-6, 1e6, &c->rate)) return -1;
+    }
+    else if (!strcmp(a, "--burstiness")) { VAL(); if (ba_double(cmd, a, v, 0.01, 1000, &c->burstiness)) return -1; }
+    else if (!strcmp(a, "--max-concurrency")) { VAL(); if (ba_int(cmd, a, v, 1, 100000, &c->max_concurrency)) return -1; }
+    else if (!strcmp(a, "--profile")) {
+        VAL();
+        char err[256];
+        if (ld_profile_parse(v, &c->profile, err, sizeof err)) { fprintf(stderr, "%s: %s\n", cmd, err); return -1; }
+        c->use_profile = 1;
+    }
+    else if (!strcmp(a, "--duration")) { VAL(); if (ba_double(cmd, a, v, 0.1, 1e7, &c->duration_s)) return -1; }
+    else if (!strcmp(a, "--interval")) { VAL(); if (ba_double(cmd, a, v, 0.05, 3600, &c->interval_s)) return -1; o->set_interval = 1; }
+    else if (!strcmp(a, "--metrics-source")) {
+        VAL();
+        if (msrc_from_name(v, &c->msrc)) {
+            fprintf(stderr, "%s: --metrics-source '%s' must be auto, specbed, vllm, llamacpp, sglang or none\n", cmd, v);
+            return -1;
+        }
+    }
+    else if (!strcmp(a, "--sglang-log")) { VAL(); c->sglang_log = v; }
+    else if (!strcmp(a, "--spec-depth")) { VAL(); if (ba_int(cmd, a, v, 0, 64, &c->spec_depth)) return -1; }
+    else if (!strcmp(a, "--logprobs")) { VAL(); if (ba_int(cmd, a, v, 0, 20, &c->logprobs)) return -1; }
+    else if (!strcmp(a, "--request-timeout")) { VAL(); if (ba_double(cmd, a, v, 0.1, 1e6, &c->request_timeout_s)) return -1; }
+    else if (!strcmp(a, "--percentiles")) {
+        VAL();
+        char err[256];
+        if (ld_pcts_parse(v, &o->pcts, err, sizeof err)) { fprintf(stderr, "%s: %s\n", cmd, err); return -1; }
+    }
+    else if (!strcmp(a, "--goodput")) { VAL(); if (parse_goodput(cmd, v, &c->slo)) return -1; }
+    else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
+    else if (!strcmp(a, "--quiet")) o->quiet = 1;
+    else return 0;
+#undef VAL
+    return 1;
+}
+
+int load_cli_check(const char *cmd, load_cli *o) {
+    ld_config *c = &o->c;
+    if (!c->url) { fprintf(stderr, "%s: --url is required\n", cmd); return -1; }
+    if (!o->workload) { fprintf(stderr, "%s: --workload is required\n", cmd); return -1; }
+    if (c->use_profile && c->rate > 0) { fprintf(stderr, "%s: --profile and --rate exclude each other\n", cmd); return -1; }
+    if (isinf(c->rate) && !c->num_prompts) { fprintf(stderr, "%s: --rate inf needs --num-prompts\n", cmd); return -1; }
+    if (c->msrc == MSRC_SGLANG && !c->sglang_log)
+        fprintf(stderr, "%s: note: without --sglang-log, SGLang intervals come from its /metrics gauges\n", cmd);
+    c->progress = !o->quiet && isatty(2);
+    return 0;
+}
+
+void load_print_summary(FILE *f, const load_cli *o, const ld_result *r) {
+    cJSON *j = ld_summary_json(&o->c, r, &o->pcts);
+    if (!j) return;
+    fprintf(f, "============ Serving Benchmark Result ============\n");
+    const char *keys[] = {"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
+                          "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+                          "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+                          "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
+                          "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "num_intervals",
+                          "min_interval_accept_length"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+        if (cJSON_IsNumber(v)) fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
+    }
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rate");
+    if (cJSON_GetArraySize(pp) > 0) {
+        fprintf(f, "%-40s", "per-position acceptance");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, pp) fprintf(f, " %.3f", cJSON_IsNumber(e) ? e->valuedouble : NAN);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "metrics source: %s%s%s\n", msrc_name(r->msrc), r->note[0] ? " — " : "", r->note);
+    fprintf(f, "==================================================\n");
+    cJSON_Delete(j);
+}
+
+static void help(FILE *f) {
+    fprintf(f,
+        "usage: specbed load --url URL --workload FILE|NAME [options]\n"
+        "\n"
+        "Drives an OpenAI-compatible server (specbed, vLLM, SGLang, llama.cpp) with\n"
+        "streaming requests; measures TTFT, ITL, TPOT and E2E per request and the\n"
+        "server's accept length per interval. Writes requests.csv, intervals.csv,\n"
+        "summary.json (vLLM bench field names) and outputs.jsonl under --out.\n"
+        "\n%s", LOAD_CLI_HELP);
+}
+
+int cmd_load(int argc, char **argv) {
+    load_cli o;
+    load_cli_defaults(&o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { help(stdout); return 0; }
+        int r = load_cli_opt("load", argc, argv, &i, &o);
+        if (r < 0) return 2;
+        if (r == 0) { fprintf(stderr, "load: unknown option '%s' (see specbed load --help)\n", argv[i]); return 2; }
+    }
+    if (load_cli_check("load", &o)) return 2;
+    char err[1024];
+    workload *wl;
+    if (workload_load(&wl, o.workload, err, sizeof err)) { fprintf(stderr, "load: %s\n", err); return 2; }
+    o.c.wl = wl;
+    if (!o.c.num_prompts && !o.c.duration_s && !o.c.use_profile) o.c.num_prompts = wl->n;
+    char outdir[1024];
+    if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
+    else {
+        char d[32];
+        time_t now = time(NULL);
+        strftime(d, sizeof d, "%Y%m%d-%H%M%S", localtime(&now));
+        snprintf(outdir, sizeof outdir, "results/load-%s", d);
+    }
+    if (http_init(err, sizeof err)) { fprintf(stderr, "load: %s\n", err); workload_free(wl); return 2; }
+    ld_result *res;
+    int rc = 0;
+    if (ld_run(&o.c, &res, err, sizeof err)) { fprintf(stderr, "load: %s\n", err); rc = 2; }
+    else {
+        load_print_summary(stdout, &o, res);
+        if (ld_write_outputs(outdir, &o.c, res, &o.pcts, err, sizeof err)) { fprintf(stderr, "load: %s\n", err); rc = 1; }
+        else fprintf(stderr, "load: outputs in %s\n", outdir);
+        int ok = 0;
+        for (int i = 0; i < res->n_req; i++) ok += res->req[i].ok;
+        if (!ok) {
+            fprintf(stderr, "load: no request succeeded");
+            for (int i = 0; i < res->n_req; i++)
+                if (res->req[i].error) { fprintf(stderr, " (first error: %s)", res->req[i].error); break; }
+            fprintf(stderr, "\n");
+            rc = 1;
+        }
+        ld_result_free(res);
+    }
+    http_cleanup();
+    workload_free(wl);
+    return rc;
+}

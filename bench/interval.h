@@ -1,0 +1,29 @@
+/* interval.h — one row of the per-interval time series every metric source
+ * produces (DESIGN §8): start, end, running requests, accept length,
+ * acceptance rate, per-position rates where available, throughput.
+ * NaN marks a quantity the source does not report or that the interval
+ * does not define (no verify steps → no accept length). */
+#ifndef SPECBED_BENCH_INTERVAL_H
+#define SPECBED_BENCH_INTERVAL_H
+
+#define IV_MAX_POS 32
+
+typedef struct {
+    double t_start, t_end;   /* seconds since the run started (live), or since the log's first line (offline) */
+    double running;          /* requests being decoded at the end of the interval */
+    double waiting;          /* requests queued at the end of the interval */
+    double accept_len;       /* committed tokens per verify step per sequence, bonus token included */
+    double accept_rate;      /* accepted drafts ÷ drafted tokens (SGLang: as its log line states it) */
+    double gen_tps;          /* generated tokens per second over the interval */
+    double drafts;           /* verify steps (per sequence) in the interval; NaN for log sources */
+    double draft_tokens, accepted;
+    int n_pos;               /* per-position rates present: pos_rate[0..n_pos-1] */
+    double pos_rate[IV_MAX_POS];   /* P(draft position i accepted) = accepted_at[i] ÷ drafts, unconditional */
+    long line_no;            /* SGLang log line this row came from (1-based); 0 otherwise */
+    /* Client-side view of the same interval (the load generator's own; NaN offline). */
+    double inflight;         /* most requests in flight at once during the interval */
+    double client_tps;       /* streamed output tokens received per second */
+} iv_row;
+
+void iv_row_clear(iv_row *r);   /* every quantity NaN, counts 0 */
+#endif

@@ -1,0 +1,141 @@
+/* interval_csv.c — see interval_csv.h. */
+#include "interval_csv.h"
+#include "csv_row.h"
+#include "errmsg.h"
+#include <csv.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const COLS[] = {"t_start_s", "t_end_s", "running", "waiting", "inflight", "accept_len",
+                                   "accept_rate", "gen_tps", "client_tps", "drafts", "draft_tokens", "accepted",
+                                   "line_no"};
+enum { NCOLS = 13 };
+
+static void num(csv_row *r, double v) {
+    if (isnan(v)) csv_row_field(r, "");
+    else csv_row_fieldf(r, "%.6g", v);
+}
+
+int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "w");
+    if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
+    int np = 0;
+    for (int i = 0; i < n; i++) if (rows[i].n_pos > np) np = rows[i].n_pos;
+    csv_row r = {f, 0};
+    for (int c = 0; c < NCOLS; c++) csv_row_field(&r, COLS[c]);
+    for (int p = 0; p < np; p++) csv_row_fieldf(&r, "pos_%d", p);
+    csv_row_end(&r);
+    for (int i = 0; i < n; i++) {
+        const iv_row *v = &rows[i];
+        double vals[NCOLS] = {v->t_start, v->t_end, v->running, v->waiting, v->inflight, v->accept_len,
+                              v->accept_rate, v->gen_tps, v->client_tps, v->drafts, v->draft_tokens, v->accepted,
+                              v->line_no ? (double)v->line_no : NAN};
+        for (int c = 0; c < NCOLS; c++) num(&r, vals[c]);
+        for (int p = 0; p < np; p++) num(&r, p < v->n_pos ? v->pos_rate[p] : NAN);
+        csv_row_end(&r);
+    }
+    if (fclose(f)) return errf(err, errlen, "%s: write failed", path);
+    return 0;
+}
+
+typedef struct {
+    int col, row;                /* current field / record */
+    int map[NCOLS + IV_MAX_POS]; /* header column → our index (-1 unknown) */
+    int ncol_hdr;
+    iv_row *rows;
+    int n, cap, oom;
+    iv_row cur;
+} rd_t;
+
+static void on_field(void *s, size_t len, void *ud) {
+    rd_t *d = ud;
+    char b[64];
+    size_t k = len < sizeof b - 1 ? len : sizeof b - 1;
+    memcpy(b, s, k);
+    b[k] = 0;
+    if (d->row == 0) {
+        int idx = -1;
+        for (int c = 0; c < NCOLS; c++) if (!strcmp(b, COLS[c])) idx = c;
+        if (idx < 0 && !strncmp(b, "pos_", 4)) {
+            int p = atoi(b + 4);
+            if (p >= 0 && p < IV_MAX_POS) idx = NCOLS + p;
+        }
+        if (d->col < NCOLS + IV_MAX_POS) d->map[d->col] = idx;
+        d->ncol_hdr = d->col + 1;
+    } else if (d->col < d->ncol_hdr && d->col < NCOLS + IV_MAX_POS) {
+        int idx = d->map[d->col];
+        double v = NAN;
+        if (k) { char *e; v = strtod(b, &e); if (*e) v = NAN; }
+        iv_row *r = &d->cur;
+        switch (idx) {
+        case 0: r->t_start = v; break;
+        case 1: r->t_end = v; break;
+        case 2: r->running = v; break;
+        case 3: r->waiting = v; break;
+        case 4: r->inflight = v; break;
+        case 5: r->accept_len = v; break;
+        case 6: r->accept_rate = v; break;
+        case 7: r->gen_tps = v; break;
+        case 8: r->client_tps = v; break;
+        case 9: r->drafts = v; break;
+        case 10: r->draft_tokens = v; break;
+        case 11: r->accepted = v; break;
+        case 12: r->line_no = isnan(v) ? 0 : (long)v; break;
+        default:
+            if (idx >= NCOLS) {
+                int p = idx - NCOLS;
+                r->pos_rate[p] = v;
+                if (!isnan(v) && p + 1 > r->n_pos) r->n_pos = p + 1;
+            }
+        }
+    }
+    d->col++;
+}
+
+static void on_record(int c, void *ud) {
+    (void)c;
+    rd_t *d = ud;
+    if (d->row > 0) {
+        if (d->n == d->cap) {
+            int nc = d->cap ? d->cap * 2 : 64;
+            iv_row *nr = realloc(d->rows, (size_t)nc * sizeof *nr);
+            if (!nr) { d->oom = 1; return; }
+            d->rows = nr;
+            d->cap = nc;
+        }
+        d->rows[d->n++] = d->cur;
+    }
+    iv_row_clear(&d->cur);
+    d->row++;
+    d->col = 0;
+}
+
+int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errlen) {
+    *rows = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
+    struct csv_parser p;
+    if (csv_init(&p, CSV_APPEND_NULL)) { fclose(f); return errf(err, errlen, "libcsv init failed"); }
+    rd_t d;
+    memset(&d, 0, sizeof d);
+    iv_row_clear(&d.cur);
+    char buf[65536];
+    size_t k;
+    int bad = 0;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        if (csv_parse(&p, buf, k, on_field, on_record, &d) != k) { bad = 1; break; }
+    if (!bad) csv_fini(&p, on_field, on_record, &d);
+    csv_free(&p);
+    fclose(f);
+    if (bad || d.oom) { free(d.rows); return errf(err, errlen, "%s: not a valid CSV (%s)", path, bad ? csv_strerror(csv_error(&p)) : "out of memory"); }
+    int has_accept = 0;
+    for (int c = 0; c < d.ncol_hdr && c < NCOLS + IV_MAX_POS; c++) if (d.map[c] == 5) has_accept = 1;
+    if (!has_accept) { free(d.rows); return errf(err, errlen, "%s: no accept_len column (not an intervals.csv)", path); }
+    *rows = d.rows;
+    *n = d.n;
+    return 0;
+}

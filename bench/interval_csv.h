@@ -1,0 +1,15 @@
+/* interval_csv.h — the per-interval CSV (intervals.csv in every load,
+ * canary and sweep run directory): written through libcsv's quoting, read
+ * back by the canary (offline scans, --calibrate) and the report. Columns:
+ * t_start_s,t_end_s,running,waiting,inflight,accept_len,accept_rate,gen_tps,
+ * client_tps,drafts,draft_tokens,accepted,line_no,pos_0..pos_{K-1}
+ * (empty cell = not reported). */
+#ifndef SPECBED_BENCH_INTERVAL_CSV_H
+#define SPECBED_BENCH_INTERVAL_CSV_H
+#include <stddef.h>
+#include "interval.h"
+
+int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t errlen);
+/* *rows is malloc'd (caller frees). */
+int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errlen);
+#endif

@@ -1,0 +1,118 @@
+/* load.h — the load generator: drives an OpenAI-compatible server
+ * (specbed, vLLM, SGLang, llama.cpp) with streaming requests over libcurl
+ * multi, measures TTFT / ITL / TPOT / E2E per request, and samples the
+ * server's speculative-decoding metrics once per interval.
+ *
+ * Timing definitions (vLLM benchmark_serving's):
+ *   TTFT  send → first content-bearing SSE chunk
+ *   ITL   gaps between successive content-bearing chunks (one sample per gap;
+ *         a chunk carrying several tokens is one gap)
+ *   TPOT  (E2E − TTFT) ÷ (output tokens − 1), requests with ≥ 2 tokens
+ *   E2E   send → end of stream
+ * Output tokens: usage.completion_tokens when the server sends usage
+ * (stream_options.include_usage is requested), else the tokens counted in
+ * logprobs, else one per content chunk. */
+#ifndef SPECBED_BENCH_LOAD_H
+#define SPECBED_BENCH_LOAD_H
+#include <stdint.h>
+#include "interval.h"
+#include "load_shape.h"
+#include "metrics_src.h"
+#include "workload.h"
+
+typedef enum { EP_COMPLETIONS, EP_CHAT } ld_endpoint;
+
+struct ld_request;
+
+typedef struct {
+    double ttft_ms, tpot_ms, e2el_ms;   /* 0 = no objective on that metric */
+} ld_slo;
+
+/* The canary's live check: an interval with accept length ≤ threshold while
+ * requests were in flight (and, where counted, ≥ min_drafts verify steps). */
+typedef struct {
+    int enabled;
+    double threshold;
+    double min_drafts;
+    int stop;            /* stop the load at the first flagged interval */
+} ld_flag_rule;
+
+typedef struct {
+    const char *url;             /* server base */
+    const char *api_key;         /* NULL = none */
+    const char *model;           /* NULL = first id of /v1/models, else "default" */
+    ld_endpoint endpoint;
+    const workload *wl;          /* borrowed */
+    int num_prompts;             /* requests to send; 0 = until the profile / duration ends */
+    int max_tokens;              /* 0 = the row's max_tokens, else 128 */
+    double temperature;
+    uint64_t seed;
+    int concurrency;             /* closed loop (used when rate == 0 and no profile) */
+    double rate, burstiness;     /* open loop when rate > 0 (INFINITY = all at once) */
+    int max_concurrency;         /* open-loop cap; 0 = none */
+    int use_profile;
+    ld_profile profile;
+    double duration_s;           /* stop sending after this; 0 = no limit */
+    double interval_s;           /* metrics sampling period */
+    msrc_kind msrc;              /* MSRC_AUTO detects from /metrics */
+    const char *sglang_log;      /* SGLang log file being written, "-" = stdin; NULL = none */
+    int spec_depth;              /* -1 = leave the server's default; else sent as "spec_depth" */
+    int ignore_eos;
+    int logprobs;                /* top logprobs per token to ask for; 0 = none */
+    int shuffle;                 /* shuffle the prompt order with seed (default on) */
+    int first_item;              /* start the cycle at this item (canary probes) */
+    double request_timeout_s;
+    int progress;                /* progress line on stderr */
+    ld_flag_rule flag;
+    ld_slo slo;
+    double t_origin;             /* http_now() that t = 0 refers to; 0 = the run's own start */
+    /* Called as each request completes (not for cancelled ones), t in run
+     * seconds; a non-zero return stops the load (the canary's live checks). */
+    int (*on_done)(void *ctx, const struct ld_request *q, double t);
+    void *on_done_ctx;
+} ld_config;
+
+void ld_config_defaults(ld_config *c);
+
+typedef struct ld_request {
+    int idx;                     /* order of sending */
+    int item;                    /* workload row */
+    int phase;                   /* profile phase, 0 otherwise */
+    double t_send;               /* seconds since t = 0 */
+    double ttft, e2el;           /* seconds; NaN when not reached */
+    int n_out, n_in;             /* tokens (n_in 0 when the server sent no usage) */
+    int ok;
+    long http_status;
+    char *error;                 /* failed requests: why */
+    char *text;                  /* streamed output */
+    char *finish_reason;
+    double *itl;                 /* seconds, [n_itl] */
+    int n_itl;
+    int inflight_at_send;
+} ld_request;
+
+typedef struct {
+    ld_request *req;
+    int n_req;
+    iv_row *iv;
+    int n_iv;
+    double duration;             /* first send → last completion, seconds */
+    double t_first_send;         /* seconds since t = 0 */
+    msrc_kind msrc;              /* the source actually used */
+    int has_totals;              /* counters from the first and last snapshot */
+    mtotals totals;
+    char model[256];
+    int flagged;                 /* an interval met the flag rule */
+    int flag_iv;                 /* its index */
+    int stopped_early;
+    char note[1600];             /* e.g. why metrics were unavailable */
+} ld_result;
+
+/* Runs the load. 0 = it ran (requests may still have failed; see ok);
+ * -1 = it could not run (no server, bad config), message in err. */
+int  ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen);
+void ld_result_free(ld_result *r);
+
+/* 1 when interval r meets the flag rule. */
+int  ld_interval_flagged(const ld_flag_rule *f, const iv_row *r);
+#endif

@@ -1,0 +1,27 @@
+/* load_cli.h — the load options shared by `specbed load`, `canary` and
+ * `sweep` (one parser, one help text, so the three never drift apart). */
+#ifndef SPECBED_BENCH_LOAD_CLI_H
+#define SPECBED_BENCH_LOAD_CLI_H
+#include <stdio.h>
+#include "load.h"
+#include "load_out.h"
+
+typedef struct {
+    ld_config c;
+    const char *workload;        /* FILE or NAME */
+    const char *out;             /* --out DIR */
+    ld_pcts pcts;
+    int quiet;
+    int set_num_prompts, set_interval, set_max_tokens;   /* given on the command line */
+} load_cli;
+
+void load_cli_defaults(load_cli *o);
+/* Consumes argv[*i] (and its value) when it is a load option: 1 consumed,
+ * 0 not a load option, -1 bad value (message printed). */
+int  load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o);
+/* Checks the combination; 0 ok, -1 (message printed). */
+int  load_cli_check(const char *cmd, load_cli *o);
+extern const char LOAD_CLI_HELP[];
+/* Prints the vLLM-style result table. */
+void load_print_summary(FILE *f, const load_cli *o, const ld_result *r);
+#endif

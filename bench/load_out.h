@@ -1,0 +1,40 @@
+/* load_out.h — what a load run leaves in its --out directory:
+ *   requests.csv    one row per request (timings in ms, tokens, status, error)
+ *   intervals.csv   one row per metrics interval (interval_csv.h)
+ *   summary.json    run summary with vLLM bench's field names where one
+ *                   exists (completed, failed, request_throughput,
+ *                   output_throughput, mean/median/std/pNN _ttft_ms, _tpot_ms,
+ *                   _itl_ms, _e2el_ms, request_goodput,
+ *                   spec_decode_acceptance_length, …)
+ *   outputs.jsonl   the text of every request (evidence for the canary and
+ *                   its --calibrate)
+ *
+ * Goodput (vLLM's --goodput): a request is good when every given SLO holds
+ * (ttft ≤ X ms, tpot ≤ Y ms, e2el ≤ Z ms); request_goodput = good ÷ duration. */
+#ifndef SPECBED_BENCH_LOAD_OUT_H
+#define SPECBED_BENCH_LOAD_OUT_H
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include "load.h"
+
+#define LD_MAX_PCT 8
+
+typedef struct {
+    int n;
+    double p[LD_MAX_PCT];       /* percentiles to report, e.g. 50, 90, 99 */
+} ld_pcts;
+
+int  ld_pcts_parse(const char *s, ld_pcts *out, char *err, size_t errlen);
+
+/* The summary as JSON (caller frees with cJSON_Delete). */
+cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pcts);
+
+/* Writes the four files into dir (created if missing). */
+int ld_write_outputs(const char *dir, const ld_config *c, const ld_result *r, const ld_pcts *pcts,
+                     char *err, size_t errlen);
+
+/* mkdir -p */
+int ld_mkdirs(const char *dir, char *err, size_t errlen);
+/* Writes a cJSON document to path (pretty-printed). */
+int ld_write_json(const char *path, const cJSON *j, char *err, size_t errlen);
+#endif

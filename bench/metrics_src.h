@@ -1,0 +1,69 @@
+/* metrics_src.h — reading speculative-decoding counters from the servers
+ * that bench/ drives, through their /metrics text only (no engine
+ * internals), and turning two snapshots into one interval row.
+ *
+ *   specbed   specbed:spec_decode_num_drafts_total, …_num_draft_tokens_total,
+ *             …_num_accepted_tokens_total, …_num_accepted_tokens_per_pos_total{position="i"},
+ *             …_num_verify_steps_total, …_num_committed_tokens_total,
+ *             specbed:num_requests_running / _waiting, specbed:generation_tokens_total
+ *   vllm      the same names with the vllm: prefix (V1 engine; counters carry
+ *             engine/model_name labels, summed over engines)
+ *   llamacpp  llamacpp:spec_decode_num_drafts_total (verification steps),
+ *             …_num_draft_tokens_total, …_num_accepted_tokens_total,
+ *             llamacpp:tokens_predicted_total, llamacpp:requests_processing /
+ *             _deferred (no per-position counter)
+ *   sglang    gauges sglang:spec_accept_length, sglang:spec_accept_rate,
+ *             sglang:num_running_reqs, sglang:num_queue_reqs, sglang:gen_throughput
+ *             — SGLang's per-interval truth is its "Decode batch" log line
+ *             (metrics_sglang.h); the gauges are the fallback when no log is given.
+ *
+ * Accept length from counters = 1 + Δaccepted ÷ Δdrafts (vLLM's definition;
+ * bonus token included). Per-position rate i = Δaccepted_at[i] ÷ Δdrafts:
+ * vLLM's per-position counter is unconditional, so this already equals
+ * Π_{j≤i} α_j. Where the server also counts sequence verify steps and the
+ * tokens they committed (specbed), those are used instead: accept length =
+ * Δcommitted ÷ Δsteps and the per-position denominator is Δsteps, so steps
+ * in which the drafter proposed nothing count too (DESIGN §4), and
+ * 1 + Σ_i rate_i equals the measured accept length at the depth run. */
+#ifndef SPECBED_BENCH_METRICS_SRC_H
+#define SPECBED_BENCH_METRICS_SRC_H
+#include <stddef.h>
+#include "interval.h"
+
+typedef enum { MSRC_AUTO, MSRC_SPECBED, MSRC_VLLM, MSRC_LLAMACPP, MSRC_SGLANG, MSRC_NONE } msrc_kind;
+
+const char *msrc_name(msrc_kind k);
+int msrc_from_name(const char *s, msrc_kind *out);   /* 0 ok, -1 unknown */
+
+/* The source a /metrics body came from (by its metric-name prefix);
+ * MSRC_NONE when no known prefix is present. */
+msrc_kind msrc_detect(const char *metrics_text);
+
+typedef struct {
+    int has_spec;            /* the speculative counters were present */
+    double drafts, draft_tokens, accepted, gen_tokens;
+    double steps, committed;           /* sequence verify steps and their committed tokens (specbed); NaN absent */
+    int n_pos;
+    double per_pos[IV_MAX_POS];
+    double running, waiting;           /* gauges; NaN when absent */
+    double g_accept_len, g_accept_rate, g_gen_tps;   /* SGLang gauges; NaN otherwise */
+} msnap;
+
+/* Reads the counters of source k (not AUTO) from a /metrics body. */
+int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t errlen);
+
+/* Interval [t0, t1] from snapshots a (start) and b (end). A counter that went
+ * backwards (server restart) gives an interval with NaN rates. */
+void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, double t1, iv_row *out);
+
+/* Whole-run totals b − a, as acceptance length / rate / per-position rates
+ * (NaN when no drafts). */
+typedef struct {
+    double drafts;               /* the accept-length denominator: verify steps where counted, else drafts */
+    double draft_tokens, accepted;
+    double accept_len, accept_rate;
+    int n_pos;
+    double pos_rate[IV_MAX_POS];
+} mtotals;
+void msnap_totals(const msnap *a, const msnap *b, mtotals *out);
+#endif

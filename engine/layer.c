@@ -1,0 +1,153 @@
+/* layer.c — one decoder layer over a set of rows (see layer.h).
+ * Owns: the order of a layer's steps and its scratch buffers.
+ * Must not: do arithmetic itself (every float op is a backend kernel, so
+ * batch invariance is the kernels' property), or allocate in the layer
+ * calls (layer_scratch_reserve does that up front). */
+#include "layer.h"
+#include "errmsg.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct layer_scratch {
+    model_config cfg;
+    int max_rows;
+    /* R = max_rows, H = hidden, Q = n_heads·head_dim, KV = n_kv_heads·head_dim, I = intermediate */
+    float *xb;   /* [R, H]  normed input of the current sub-layer */
+    float *q;    /* [R, Q] */
+    float *k;    /* [R, KV] */
+    float *v;    /* [R, KV] */
+    float *att;  /* [R, Q]  attention output, heads concatenated */
+    float *xo;   /* [R, H]  sub-layer output before the residual add */
+    float *hg;   /* [R, I]  gate, then silu(gate)·up */
+    float *hu;   /* [R, I]  up */
+    int *nctx;   /* [R]     causal n_ctx when the caller gives none */
+    /* Attention scores: one [scores_cap] buffer per thread. */
+    float *scores;
+    int scores_cap, scores_threads;
+};
+
+static int alloc_scores(layer_scratch *s, int cap, int threads) {
+    float *p = kb_alloc((size_t)cap * (size_t)threads * sizeof(float));
+    if (!p) return -1;
+    kb_free(s->scores);
+    s->scores = p;
+    s->scores_cap = cap;
+    s->scores_threads = threads;
+    return 0;
+}
+
+int layer_scratch_create(layer_scratch **out, const model_config *c, int max_rows, char *err, size_t errlen) {
+    *out = NULL;
+    if (max_rows <= 0) return errf(err, errlen, "layer scratch: max_rows %d must be > 0", max_rows);
+    layer_scratch *s = calloc(1, sizeof *s);
+    if (!s) return errf(err, errlen, "layer scratch: out of memory");
+    s->cfg = *c;
+    s->max_rows = max_rows;
+    size_t R = (size_t)max_rows, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    size_t Q = (size_t)c->n_heads * c->head_dim, KV = (size_t)c->n_kv_heads * c->head_dim;
+    s->xb = kb_alloc(R * H * sizeof(float));
+    s->q = kb_alloc(R * Q * sizeof(float));
+    s->k = kb_alloc(R * KV * sizeof(float));
+    s->v = kb_alloc(R * KV * sizeof(float));
+    s->att = kb_alloc(R * Q * sizeof(float));
+    s->xo = kb_alloc(R * H * sizeof(float));
+    s->hg = kb_alloc(R * I * sizeof(float));
+    s->hu = kb_alloc(R * I * sizeof(float));
+    s->nctx = calloc(R, sizeof(int));
+    int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
+    if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx ||
+        alloc_scores(s, cap, omp_get_max_threads())) {
+        layer_scratch_free(s);
+        return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
+    }
+    *out = s;
+    return 0;
+}
+
+void layer_scratch_free(layer_scratch *s) {
+    if (!s) return;
+    kb_free(s->xb); kb_free(s->q); kb_free(s->k); kb_free(s->v);
+    kb_free(s->att); kb_free(s->xo); kb_free(s->hg); kb_free(s->hu);
+    kb_free(s->scores);
+    free(s->nctx);
+    free(s);
+}
+
+int layer_scratch_reserve(layer_scratch *s, int max_ctx) {
+    int threads = omp_get_max_threads();
+    if (max_ctx <= s->scores_cap && threads <= s->scores_threads) return 0;
+    return alloc_scores(s, max_ctx > s->scores_cap ? max_ctx : s->scores_cap,
+                        threads > s->scores_threads ? threads : s->scores_threads);
+}
+
+int layer_scratch_max_rows(const layer_scratch *s) { return s->max_rows; }
+
+static void add_bias(float *y, const float *bias, int m, int n) {
+    if (!bias) return;
+    for (int r = 0; r < m; r++) kb_add(y + (size_t)r * n, bias, 1, n);
+}
+
+/* k, v of the rows in xin (already whatever normalisation the caller wants)
+ * into the scratch, then into the cache. */
+static void project_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r,
+                       const float *xin) {
+    const model_config *c = &s->cfg;
+    const int n = r->n, KV = c->n_kv_heads * c->head_dim;
+    kb_matmul(s->k, xin, &w->wk, n);
+    kb_matmul(s->v, xin, &w->wv, n);
+    add_bias(s->k, w->bk, n, KV);
+    add_bias(s->v, w->bv, n, KV);
+    if (w->k_norm) kb_rmsnorm(s->k, s->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->rms_norm_eps);
+    kb_rope(s->k, r->pos, n, c->n_kv_heads, c->head_dim, c->rope_theta);
+    for (int i = 0; i < n; i++) {
+        memcpy(kv_k_at(kv, l, r->seq[i], r->pos[i]), s->k + (size_t)i * KV, (size_t)KV * sizeof(float));
+        memcpy(kv_v_at(kv, l, r->seq[i], r->pos[i]), s->v + (size_t)i * KV, (size_t)KV * sizeof(float));
+    }
+}
+
+void layer_write_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int kv_layer,
+                    const layer_rows *r, const float *x) {
+    if (r->n > 0) project_kv(s, w, kv, kv_layer, r, x);
+}
+
+void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r, float *x) {
+    const model_config *c = &s->cfg;
+    const int n = r->n, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    const int nh = c->n_heads, Q = nh * hd;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    if (n <= 0) return;
+    const int *nctx = r->n_ctx;
+    if (!nctx) {
+        for (int i = 0; i < n; i++) s->nctx[i] = r->pos[i] + 1;
+        nctx = s->nctx;
+    }
+
+    /* attention: x += o_proj(attn(rope(norm(q)), rope(norm(k)), v)) */
+    kb_rmsnorm(s->xb, x, w->attn_norm, n, H, c->rms_norm_eps);
+    kb_matmul(s->q, s->xb, &w->wq, n);
+    add_bias(s->q, w->bq, n, Q);
+    if (w->q_norm) kb_rmsnorm(s->q, s->q, w->q_norm, n * nh, hd, c->rms_norm_eps);
+    kb_rope(s->q, r->pos, n, nh, hd, c->rope_theta);
+    project_kv(s, w, kv, l, r, s->xb);
+    /* Every row's K/V is in the cache before any row attends. Rows are
+     * independent: one thread per row, each with its own score buffer. */
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+    for (int i = 0; i < n; i++) {
+        float *scores = s->scores + (size_t)omp_get_thread_num() * s->scores_cap;
+        kb_kv_view view = kv_view(kv, l, r->seq[i]);
+        kb_attention_row(s->att + (size_t)i * Q, s->q + (size_t)i * Q, &view, nctx[i], nh, scale, scores);
+    }
+    kb_matmul(s->xo, s->att, &w->wo, n);
+    kb_add(x, s->xo, n, H);
+
+    /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))) */
+    kb_rmsnorm(s->xb, x, w->mlp_norm, n, H, c->rms_norm_eps);
+    kb_matmul(s->hg, s->xb, &w->w_gate, n);
+    kb_matmul(s->hu, s->xb, &w->w_up, n);
+    kb_swiglu(s->hg, s->hg, s->hu, n, I);
+    kb_matmul(s->xo, s->hg, &w->w_down, n);
+    kb_add(x, s->xo, n, H);
+}

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""make_drafter_fixture.py — small MTP and DSpark drafters for the fixture
+target tests/fixtures/qwen3-tied, and their forward goldens, so the C
+drafters' tests run without the bundled models.
+
+Writes:
+  tests/fixtures/qwen3-tied-mtp/   the qwen3-tied target plus one MTP module
+      (config.json with num_nextn_predict_layers 1; a two-shard checkpoint
+      whose first shard is a symlink to ../qwen3-tied/model.safetensors and
+      whose second holds model.layers.2.{enorm,hnorm,eh_proj,<block>} in f32;
+      tokenizer files are symlinks too)
+  tests/fixtures/dspark-tiny/      a DSpark drafter (DeepSpec Qwen3 layout,
+      bf16, 2 layers, block_size 4, target_layer_ids [0], markov rank 16,
+      confidence head) WITHOUT embed_tokens/lm_head: DeepSpec initialises
+      them as frozen copies of the target's, and the C loader falls back to
+      the target's when a checkpoint omits them (this fixture covers that path)
+  tests/golden/mtp-fixture/, tests/golden/dspark-fixture/   goldens in the
+      format of make_drafter_goldens.py (same tensor names and golden.json),
+      plus, for DSpark, the chained drafts for depth 2γ (see dspark_chain).
+
+The modules are trained briefly (a few hundred Adam steps, CE only) on the
+fixture target's own greedy continuations, so their drafts are accepted
+often enough for lossless tests to exercise the acceptance path; the
+numbers they reach are printed. Forwards are tiny_modules.py's (the
+reference); this script only adds the K > γ chaining rule of
+spec/drafter_dspark.h, which the reference does not define.
+
+With --bundled-chain it writes only tests/golden/dspark-chain/: the same
+chained-drafting golden for the bundled models/tiny-dspark (validation
+contexts as make_drafter_goldens.py picks them), which that script's
+goldens do not cover.
+
+Usage: .venv/bin/python scripts/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file, load_file
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_modules as tm  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied")
+MTP_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp")
+DS_DIR = os.path.join(ROOT, "tests", "fixtures", "dspark-tiny")
+GOLD = os.path.join(ROOT, "tests", "golden")
+MTP_DEPTH = 5
+BLOCK = 4
+MASK_ID = 4095
+
+
+def scaled_init(module, gen):
+    """Unit-variance activations through every matrix, norms 1 + noise (as make_fixture.py)."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+def sequences(target, n, plen, total, gen):
+    """n sequences of `total` tokens: a prompt of plen tokens (half repetitive,
+    half random) then the target's greedy continuation (generated 64 at a time)."""
+    V = target.config.vocab_size
+    prompts = []
+    for i in range(n):
+        if i % 2:
+            prompts.append(torch.randint(0, V - 4, (plen,), generator=gen))
+        else:
+            period = 3 + i % 7
+            base = torch.randint(0, V - 4, (period,), generator=gen)
+            prompts.append(base.repeat(plen // period + 1)[:plen])
+    out = []
+    for i in range(0, n, 64):
+        p = torch.stack(prompts[i:i + 64])
+        with torch.no_grad():
+            out.append(target.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=total - plen,
+                                       do_sample=False, eos_token_id=None, pad_token_id=0))
+    return torch.cat(out)
+
+
+def final_hidden(target, ids):
+    with torch.no_grad():
+        return target.model(input_ids=ids).last_hidden_state
+
+
+# ---------------------------------------------------------------- MTP
+
+def train_mtp(target, data, steps, gen):
+    mtp = tm.MTP(target.config)
+    scaled_init(mtp, gen)
+    H = final_hidden(target, data)
+    opt = torch.optim.Adam(mtp.parameters(), lr=3e-3)
+    T = data.shape[1]
+    pos = torch.arange(T - 2).unsqueeze(0).expand(data.shape[0], -1)
+    for s in range(steps):
+        idx = torch.randint(0, data.shape[0], (32,), generator=gen)
+        x = data[idx]
+        logits, _, _, _ = mtp(target, x[:, 1:-1], H[idx, :-2], pos[:32])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 2:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if s % 100 == 0 or s == steps - 1:
+            print("mtp step %d loss %.3f" % (s, loss.item()))
+    return mtp.eval()
+
+
+def mtp_chain(mtp, target, x, H, K):
+    """Greedy chained drafts after x_0..x_n (tiny_modules' path, eval_drafters.mtp_drafts)."""
+    n = x.shape[0] - 1
+    logits, g, k0, v0 = mtp(target, x[1:].unsqueeze(0), H[:n].unsqueeze(0), torch.arange(n).unsqueeze(0))
+    lg = [logits[0, n - 1]]
+    d = [int(lg[0].argmax())]
+    h = g[:, n - 1:n]
+    kx, vx = k0, v0
+    for j in range(1, K):
+        mask = torch.ones(1, 1, kx.shape[1] + 1, dtype=torch.bool)
+        l2, h, k, v = mtp.step(target, torch.tensor([[d[-1]]]), h, torch.tensor([[n - 1 + j]]), kx, vx, mask)
+        kx, vx = torch.cat([kx, k], 1), torch.cat([vx, v], 1)
+        lg.append(l2[0, 0])
+        d.append(int(l2[0, 0].argmax()))
+    return logits[0], torch.tensor(d), torch.stack(lg)
+
+
+def write_mtp(target, mtp, ctxs):
+    if os.path.isdir(MTP_DIR):
+        shutil.rmtree(MTP_DIR)
+    os.makedirs(MTP_DIR)
+    L = target.config.num_hidden_layers
+    with open(os.path.join(TARGET, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["num_nextn_predict_layers"] = 1
+    with open(os.path.join(MTP_DIR, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        os.symlink(os.path.join("..", "qwen3-tied", name), os.path.join(MTP_DIR, name))
+    shard1, shard2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    os.symlink(os.path.join("..", "qwen3-tied", "model.safetensors"), os.path.join(MTP_DIR, shard1))
+    sd = {k: v.detach().float().contiguous() for k, v in mtp.state_dict_ds(L).items()}
+    save_file(sd, os.path.join(MTP_DIR, shard2), metadata={"format": "pt"})
+    wmap = {k: shard1 for k in load_file(os.path.join(TARGET, "model.safetensors"))}
+    wmap.update({k: shard2 for k in sd})
+    with open(os.path.join(MTP_DIR, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": dict(sorted(wmap.items()))}, f, indent=2)
+
+    out = os.path.join(GOLD, "mtp-fixture")
+    os.makedirs(out, exist_ok=True)
+    tensors, doc = {}, {"contexts": []}
+    with torch.no_grad():
+        for name, x in ctxs:
+            n = x.shape[0] - 1
+            H = final_hidden(target, x.unsqueeze(0))[0]
+            logits, drafts, chain = mtp_chain(mtp, target, x, H, MTP_DEPTH)
+            rows = sorted({0, n // 2, n - 1} | ({127, 128} & set(range(n))))
+            tensors.update({name + ".tokens": x.float(), name + ".h": H.float().contiguous(),
+                            name + ".rows": torch.tensor(rows).float(),
+                            name + ".row_logits": logits[rows].float().contiguous(),
+                            name + ".draft_tokens": drafts.float(), name + ".draft_logits": chain.float()})
+            doc["contexts"].append({"name": name, "n_tokens": n + 1, "rows": rows, "draft_tokens": drafts.tolist()})
+    doc.update({"model": "tests/fixtures/qwen3-tied-mtp (MTP module model.layers.%d.*)" % L,
+                "depth": MTP_DEPTH,
+                "tensors": "as tests/golden/mtp/golden.json (scripts/make_drafter_goldens.py)",
+                "command": "scripts/make_drafter_fixture.py",
+                "precision": "f32 weights and arithmetic"})
+    save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+# ---------------------------------------------------------------- DSpark
+
+def dspark_config(tcfg_json):
+    d = dict(tcfg_json)
+    d.pop("num_nextn_predict_layers", None)
+    d.pop("transformers_version", None)
+    d.update({"architectures": ["Qwen3DSparkModel"], "num_target_layers": d["num_hidden_layers"],
+              "num_hidden_layers": 2, "layer_types": ["full_attention"] * 2, "block_size": BLOCK,
+              "tie_word_embeddings": False, "mask_token_id": MASK_ID, "target_layer_ids": [0],
+              "num_anchors": 16, "enable_confidence_head": True, "confidence_head_with_markov": True,
+              "markov_rank": 16, "markov_head_type": "vanilla", "dtype": "bfloat16"})
+    return d
+
+
+def dspark_module(d):
+    cfg = Qwen3Config(**{k: v for k, v in d.items() if k not in ("architectures", "dtype")})
+    for k in ("block_size", "mask_token_id", "target_layer_ids", "markov_rank", "markov_head_type",
+              "num_target_layers", "enable_confidence_head", "confidence_head_with_markov"):
+        setattr(cfg, k, d[k])
+    return tm.DSpark(cfg)
+
+
+def train_dspark(ds, target, stack, data, steps, gen):
+    with torch.no_grad():
+        taps, _ = stack.taps(data, ds.target_layer_ids)
+    params = [p for n, p in ds.named_parameters() if not n.startswith(("embed_tokens", "lm_head"))]
+    opt = torch.optim.Adam(params, lr=3e-3)
+    B, T = data.shape
+    g = ds.block_size
+    for s in range(steps):
+        idx = torch.randint(0, B, (8,), generator=gen)
+        x = data[idx]
+        anchors = torch.stack([torch.randperm(T - g - 2, generator=gen)[:16] + 1 for _ in range(8)]).sort(1).values
+        anchor_tok = x.gather(1, anchors)
+        lab_idx = anchors.unsqueeze(-1) + torch.arange(1, g + 1).view(1, 1, g)
+        labels = x.gather(1, lab_idx.view(8, -1)).view(8, -1, g)
+        prev = torch.cat([anchor_tok.unsqueeze(-1), labels[:, :, :-1]], -1)
+        ctx = ds.context(taps[idx])
+        bids, bpos = ds.block_inputs(anchor_tok, anchors)
+        hn = ds.backbone(bids, bpos, ctx, ds.block_mask(anchors, T)).view(8, -1, g, ctx.shape[-1])
+        _, cor, conf = ds.heads(hn, prev)
+        ce = F.cross_entropy(cor.reshape(-1, cor.shape[-1]), labels.reshape(-1))
+        hit = (cor.argmax(-1) == labels).float()
+        bce = F.binary_cross_entropy_with_logits(conf, hit)
+        loss = ce + bce
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if s % 100 == 0 or s == steps - 1:
+            print("dspark step %d ce %.3f bce %.3f slot agreement %s" % (
+                s, ce.item(), bce.item(), " ".join("%.2f" % v for v in hit.mean((0, 1)).tolist())))
+    return ds.eval()
+
+
+def dspark_chain(ds, ctx, a, anchor_tok, K):
+    """Greedy drafts for depth K > γ under spec/drafter_dspark.h's chaining
+    rule: block b (b = 0, 1, ...) = [x_b, MASK x (γ-1)] at positions
+    a+bγ .. a+bγ+γ-1, x_0 = the anchor, x_b = the last draft of block b-1.
+    Its queries attend to the context rows 0..a-1, every earlier block's
+    rows (their keys/values as computed in those blocks' own passes) and
+    its own block (non-causal). The Markov head restarts from x_b.
+    Returns tokens [K], corrected logits [K, V], confidences [K]."""
+    g = ds.block_size
+    T = ctx.shape[1]
+    cc, sc = ds.rot(torch.arange(T).unsqueeze(0))
+    kpre = []
+    vpre = []
+    for layer in ds.layers:
+        k, v = layer.self_attn.kv_of(ctx, cc, sc)
+        kpre.append(k)
+        vpre.append(v)
+    toks, cors, confs = [], [], []
+    x0 = anchor_tok
+    b = 0
+    while len(toks) < K:
+        ids = torch.full((1, g), ds.mask_token_id, dtype=torch.long)
+        ids[0, 0] = x0
+        pos = (a + b * g + torch.arange(g)).unsqueeze(0)
+        cq, sq = ds.rot(pos)
+        x = ds.embed_tokens(ids)
+        for li, layer in enumerate(ds.layers):
+            mask = torch.ones(1, g, kpre[li].shape[1] + g, dtype=torch.bool)
+            x, k, v = layer(x, cq, sq, kpre[li], vpre[li], mask)
+            kpre[li] = torch.cat([kpre[li], k], 1)
+            vpre[li] = torch.cat([vpre[li], v], 1)
+        hn = ds.norm(x)[0]
+        prev = torch.tensor(x0)
+        for k in range(g):
+            if len(toks) == K:
+                break
+            _, cor, conf = ds.heads(hn[k], prev)
+            prev = cor.argmax(-1)
+            toks.append(int(prev))
+            cors.append(cor)
+            confs.append(torch.sigmoid(conf))
+        x0 = toks[-1]
+        b += 1
+    return torch.tensor(toks), torch.stack(cors), torch.stack(confs)
+
+
+def dspark_context_golden(ds, stack, name, x, last, tensors, doc):
+    """One context's DSpark golden (anchor = x's last token): the block's
+    drafts, corrected logits and confidences, the depth-2γ chain, and for the
+    last context also U_k and the chain's logits. Adds to tensors and doc."""
+    g = ds.block_size
+    a = x.shape[0] - 1
+    taps, _ = stack.taps(x.unsqueeze(0), ds.target_layer_ids)
+    ctx = ds.context(taps[:, :a])
+    toks, base, cor, conf = ds.draft(ctx, torch.tensor([[a]]), x[a].view(1, 1))
+    ctoks, ccor, cconf = dspark_chain(ds, ctx, a, int(x[a]), 2 * g)
+    if not torch.equal(ctoks[:g], toks[0, 0]) or (ccor[:g] - cor[0, 0]).abs().max() > 1e-3:
+        raise SystemExit("dspark golden: the chain's first block disagrees with DSpark.draft")
+    tensors.update({
+        name + ".tokens": x.float(), name + ".taps": taps[0, :a].float().contiguous(),
+        name + ".draft_tokens": toks[0, 0].float(), name + ".corrected_logits": cor[0, 0].float(),
+        name + ".confidence": torch.sigmoid(conf[0, 0]).float(),
+        name + ".chain_tokens": ctoks.float(), name + ".chain_confidence": cconf.float()})
+    if last:
+        tensors[name + ".base_logits"] = base[0, 0].float()
+        tensors[name + ".chain_logits"] = ccor.float()
+    doc["contexts"].append({"name": name, "n_tokens": a + 1, "anchor_position": a,
+                            "draft_tokens": toks[0, 0].tolist(), "chain_tokens": ctoks.tolist(),
+                            "has_base_logits": last})
+
+
+def write_dspark(target, stack, ds, dcfg, ctxs):
+    if os.path.isdir(DS_DIR):
+        shutil.rmtree(DS_DIR)
+    os.makedirs(DS_DIR)
+    with open(os.path.join(DS_DIR, "config.json"), "w") as f:
+        json.dump(dcfg, f, indent=2)
+    # bf16 as DeepSpec saves; the goldens are computed from the rounded weights.
+    sd = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in ds.hf_state_dict().items()
+          if not k.startswith(("embed_tokens.", "lm_head."))}
+    save_file(sd, os.path.join(DS_DIR, "model.safetensors"), metadata={"format": "pt"})
+    with torch.no_grad():
+        for k, v in ds.named_parameters():
+            if k in sd:
+                v.copy_(sd[k].float())
+
+    out = os.path.join(GOLD, "dspark-fixture")
+    os.makedirs(out, exist_ok=True)
+    g = ds.block_size
+    tensors, doc = {}, {"contexts": []}
+    with torch.no_grad():
+        for ci, (name, x) in enumerate(ctxs):
+            dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc)
+    doc.update({"model": "tests/fixtures/dspark-tiny with target tests/fixtures/qwen3-tied",
+                "block_size": g, "target_layer_ids": ds.target_layer_ids, "mask_token_id": ds.mask_token_id,
+                "tensors": "as tests/golden/dspark/golden.json (scripts/make_drafter_goldens.py), plus "
+                           "<c>.chain_tokens [2γ] / <c>.chain_confidence [2γ] / <c>.chain_logits [2γ, vocab] "
+                           "(last context): greedy drafts at depth 2γ under spec/drafter_dspark.h's chaining rule",
+                "command": "scripts/make_drafter_fixture.py",
+                "precision": "f32 arithmetic from bf16 weights"})
+    save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def bundled_chain_golden():
+    """tests/golden/dspark-chain: the bundled models/tiny-dspark on two
+    validation contexts (one anchor past 128), in the fixture golden's
+    format: one block (as make_drafter_goldens.py) plus the depth-2γ chain."""
+    import eval_drafters as ev
+    import make_drafter_goldens as mg
+    import tiny_common as tc
+    target = tc.load_target(os.path.join(tc.MODELS, "tiny"))
+    stack = tm.Stack(target)
+    ds = ev.load_dspark(os.path.join(tc.MODELS, "tiny-dspark"))
+    g = ds.block_size
+    out = os.path.join(GOLD, "dspark-chain")
+    os.makedirs(out, exist_ok=True)
+    tensors, doc = {}, {"contexts": []}
+    ctxs = mg.contexts((60, 140))
+    with torch.no_grad():
+        for ci, (name, dom, x) in enumerate(ctxs):
+            dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc)
+            doc["contexts"][-1]["domain"] = dom
+    doc.update({"model": "models/tiny-dspark with target models/tiny", "block_size": g,
+                "target_layer_ids": ds.target_layer_ids, "mask_token_id": ds.mask_token_id,
+                "tensors": "as tests/golden/dspark-fixture/golden.json",
+                "command": "scripts/make_drafter_fixture.py --bundled-chain",
+                "precision": "f32 arithmetic from the committed bf16 weights"})
+    save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    size = os.path.getsize(os.path.join(out, "golden.safetensors"))
+    print("%s: %d bytes" % (os.path.relpath(out, ROOT), size))
+    if size > 1 << 20:
+        raise SystemExit("dspark-chain golden is over 1 MB")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--bundled-chain", action="store_true",
+                    help="only write tests/golden/dspark-chain from the bundled models/tiny-dspark")
+    args = ap.parse_args()
+    if args.bundled_chain:
+        torch.set_num_threads(2)
+        bundled_chain_golden()
+        return
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(2)
+    gen = torch.Generator().manual_seed(args.seed)
+    target = Qwen3ForCausalLM.from_pretrained(TARGET, torch_dtype=torch.float32).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    data = sequences(target, 512, 24, 168, gen)
+    held = sequences(target, 4, 16, 170, torch.Generator().manual_seed(args.seed + 100))
+
+    mtp = train_mtp(target, data, args.steps, gen)
+    with torch.no_grad():
+        T = held.shape[1]
+        lg, _, _, _ = mtp(target, held[:, 1:-1], final_hidden(target, held)[:, :-2],
+                          torch.arange(T - 2).unsqueeze(0).expand(held.shape[0], -1))
+        print("mtp held-out next-next-token accuracy %.3f" % (lg.argmax(-1) == held[:, 2:]).float().mean().item())
+    mtp_ctx = [("c0", held[0, :24]), ("c1", held[1, :90]), ("c2", held[2, :160])]
+    write_mtp(target, mtp, mtp_ctx)
+
+    with open(os.path.join(TARGET, "config.json")) as f:
+        dcfg = dspark_config(json.load(f))
+    ds = dspark_module(dcfg)
+    scaled_init(ds, gen)
+    with torch.no_grad():
+        ds.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+        ds.lm_head.weight.copy_(target.lm_head.weight)
+        torch.nn.init.zeros_(ds.markov_head.markov_w2.weight)
+    stack = tm.Stack(target)
+    ds = train_dspark(ds, target, stack, data, args.steps, gen)
+    with torch.no_grad():
+        hits = []
+        for i in range(held.shape[0]):
+            for a in range(20, held.shape[1] - BLOCK - 1, 7):
+                t, _ = stack.taps(held[i:i + 1, :a], ds.target_layer_ids)
+                toks, _, _, _ = ds.draft(ds.context(t), torch.tensor([[a]]), held[i, a].view(1, 1))
+                hits.append((toks[0, 0] == held[i, a + 1:a + 1 + BLOCK]).float())
+        print("dspark held-out slot agreement %s" % " ".join("%.2f" % v for v in torch.stack(hits).mean(0).tolist()))
+    ds_ctx = [("c0", held[3, :20]), ("c1", held[1, :60]), ("c2", held[2, :140])]
+    write_dspark(target, stack, ds, dcfg, ds_ctx)
+
+    for d in (MTP_DIR, DS_DIR, os.path.join(GOLD, "mtp-fixture"), os.path.join(GOLD, "dspark-fixture")):
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+                   if not os.path.islink(os.path.join(d, f)))
+        print("%s: %d bytes" % (os.path.relpath(d, ROOT), size))
+        if size > 1 << 20:
+            raise SystemExit("%s is over 1 MB" % d)
+
+
+if __name__ == "__main__":
+    main()

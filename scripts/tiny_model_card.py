@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""tiny_model_card.py — write models/README.md (the model card) from the pipeline's records.
+
+Owns: models/README.md. Reads scratch/corpus/manifest.json,
+scratch/tiny/{target_eval,eval_drafters}.json, the training logs in
+scratch/tiny/*.log and the configs/weights under models/.
+Must not: compute anything itself (every number comes from a record the
+training/eval scripts wrote), so the card cannot drift from the artefacts.
+
+Usage: tiny_model_card.py [--throughput FILE]
+"""
+import json
+import os
+import platform
+import re
+import subprocess
+
+import tiny_common as tc
+
+M = tc.MODELS
+
+# Measured by hand before the sizes were chosen (full training steps of HF
+# Qwen3ForCausalLM, AdamW, vocab 4096, head_dim 64, torch 2.9.1, 2 threads).
+THROUGHPUT = """How the dimensions were chosen (training tokens/s, measured before training):
+
+| model | batch | f32 | bf16 autocast |
+|---|---|---|---|
+| 4 layers, d 256, ffn 768, 4 q / 2 kv heads | 16 × 256 | 3,004 | 6,495 |
+| 6 layers, d 256, ffn 768 | 16 × 256 | | 4,930 |
+| 4 layers, d 384, ffn 1024, 6 q / 2 kv heads | 16 × 256 | | 4,270 |
+| 6 layers, d 384, ffn 1024 | 16 × 256 | | 2,259 |
+| 4 layers, d 256 (chosen), another job holding one core: 1 thread / 2 threads / 2 threads + OMP_WAIT_POLICY=PASSIVE | 8 × 512 | | 3,159 / 584 / 2,953 |
+
+The 4-layer d=256 model was the largest whose target training (≈ 9M tokens) plus the three drafters fit
+the ~80-minute budget on shared cores; busy-waiting OpenMP threads lost 5× whenever another process held a
+core, hence OMP_WAIT_POLICY=PASSIVE in scripts/train_tiny.sh.
+"""
+
+
+def jload(p):
+    with open(p) as f:
+        return json.load(f)
+
+
+def log_span(name):
+    """(first time, last time, minutes) of a training log; None if missing."""
+    p = os.path.join(tc.WORK, name + ".log")
+    if not os.path.exists(p):
+        return None
+    times = [l.split()[0] for l in open(p) if re.match(r"^\d\d:\d\d:\d\d ", l)]
+    if not times:
+        return None
+
+    def sec(t):
+        h, m, s = map(int, t.split(":"))
+        return h * 3600 + m * 60 + s
+    dt = (sec(times[-1]) - sec(times[0])) % 86400
+    return times[0], times[-1], dt / 60.0
+
+
+def last_match(name, pat):
+    p = os.path.join(tc.WORK, name + ".log")
+    if not os.path.exists(p):
+        return None
+    hits = [l for l in open(p) if re.search(pat, l)]
+    return hits[-1].strip() if hits else None
+
+
+def size_mb(path):
+    return os.path.getsize(path) / 1e6 if os.path.exists(path) else 0.0
+
+
+def cpu_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        m = re.search(r"Model name:\s*(.*)", out)
+        return m.group(1).strip() if m else platform.processor()
+    except OSError:
+        return platform.processor()
+
+
+def fence(s):
+    return "```\n" + s.replace("```", "'''").rstrip() + "\n```"
+
+
+def main():
+    man = jload(os.path.join(tc.CORPUS, "manifest.json"))
+    te = jload(os.path.join(tc.WORK, "target_eval.json"))
+    evp = os.path.join(tc.WORK, "eval_drafters.json")
+    ev = jload(evp) if os.path.exists(evp) else None
+    tcfg = jload(os.path.join(M, "tiny", "config.json"))
+    dcfg = jload(os.path.join(M, "tiny-dspark", "config.json")) if os.path.exists(
+        os.path.join(M, "tiny-dspark", "config.json")) else None
+    rcfg = jload(os.path.join(M, "tiny-draft", "config.json")) if os.path.exists(
+        os.path.join(M, "tiny-draft", "config.json")) else None
+    import torch
+    import transformers
+    L = []
+    w = L.append
+    w("# Bundled tiny models (models/)\n")
+    w("Small models trained on this project's own machine from Debian package text, so that specbed's "
+      "quickstart and model-level tests run on a laptop CPU with no downloads. They are real (trained) "
+      "models, but tiny: expect recognisable code and prose, not sense.\n")
+    w("| dir | what | format |\n|---|---|---|")
+    w("| tiny/ | target: `Qwen3ForCausalLM` + one DeepSeek-V3-style MTP module (`num_nextn_predict_layers: 1`) "
+      "+ tokenizer | HF layout, bf16 safetensors (%.1f MB) |" % size_mb(os.path.join(M, "tiny", "model.safetensors")))
+    w("| tiny-dspark/ | DSpark drafter, DeepSpec Qwen3 layout (`Qwen3DSparkModel`) | bf16 safetensors (%.1f MB) |"
+      % size_mb(os.path.join(M, "tiny-dspark", "model.safetensors")))
+    w("| tiny-draft/ | draft model: `Qwen3ForCausalLM`, %s layers, same tokenizer | bf16 safetensors (%.1f MB) |\n"
+      % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
+    w("Reproduce everything (not part of CI; about an hour and a half on 2 cores): `scripts/train_tiny.sh`.\n")
+
+    w("## Corpus\n")
+    w("Built by `scripts/build_corpus.py` from an explicit list of Debian 12 packages (installed by the script), "
+      "into scratch/corpus (not committed). Files are chosen in sha1(path) order under a byte cap per source; "
+      "documents over %d KB are cut at blank lines; split by document: %s.\n" % (man["chunk_bytes"] // 1024,
+                                                                              man["split_rule"]))
+    w("| source | domain | package (version) | files used / matching | train / val / test bytes | licence |")
+    w("|---|---|---|---|---|---|")
+    tot = {"code": [0, 0, 0], "prose": [0, 0, 0]}
+    for s in man["sources"]:
+        p = man["packages"][s["package"]]
+        b = s["bytes"]
+        for i, k in enumerate(("train", "val", "test")):
+            tot[s["domain"]][i] += b[k]
+        w("| %s | %s | %s (%s) | %d / %d | %s / %s / %s | %s |" % (
+            s["name"], s["domain"], s["package"], p["version"], s["files_taken"], s["files_matching"],
+            f"{b['train']:,}", f"{b['val']:,}", f"{b['test']:,}", p["licence"]))
+    for d, t in tot.items():
+        w("| **%s total** | | | | %s / %s / %s | |" % (d, f"{t[0]:,}", f"{t[1]:,}", f"{t[2]:,}"))
+    w("\nLicence texts: /usr/share/doc/PACKAGE/copyright of each package. The models are trained on this text; "
+      "no corpus text is committed except the short prompts in workloads/ (taken from the test split). "
+      "models/corpus_manifest.json lists every document (path, chunk, source, split, bytes) and the package versions.\n")
+    tt = te["train_tokens"]
+    w("Tokens (bundled tokenizer): code train %s, prose train %s.\n" % (f"{tt['code']:,}", f"{tt['prose']:,}"))
+
+    w("## Tokenizer\n")
+    w("`scripts/train_tokenizer.py` on the two train splits: byte-level BPE (HF `tokenizers`), Qwen2 pre-tokenizer "
+      "regex, NFC, vocabulary %d including the special tokens `<|endoftext|>` (4092, eos/pad), `<|im_start|>` "
+      "(4093), `<|im_end|>` (4094), `<|mask|>` (4095, the DSpark mask token).\n" % tcfg["vocab_size"])
+
+    w("## Target (models/tiny)\n")
+    keys = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "tie_word_embeddings"]
+    w("| field | value |\n|---|---|")
+    for k in keys:
+        w("| %s | %s |" % (k, tcfg[k]))
+    w("")
+    sp = log_span("target")
+    w("Training: %d steps × %d sequences × %d tokens = %s tokens (≈ %.1f epochs), AdamW (β 0.9/0.95, wd 0.1), "
+      "peak LR 2e-3, warmup 100, constant, linear decay over the last 20%% to 10%%; bf16 autocast with f32 "
+      "master weights; seed 1; weights written in bf16." % (
+          te["steps"], te["batch"], te["seq"], f"{te['tokens_seen']:,}", te["tokens_seen"] / (tt["code"] + tt["prose"])))
+    if sp:
+        w("Wall time %.0f min (%s–%s)." % (sp[2], sp[0], sp[1]))
+    res = last_match("target", r"resumed at step")
+    if res:
+        w("The run was stopped once and resumed from its checkpoint (`%s`), with --steps raised before the "
+          "LR decay began; with the WSD schedule and the seeded batch sampler the resumed run is step-for-step "
+          "the run `--steps %d` gives from scratch (the loss at the first logged step after resuming matched "
+          "the interrupted run's)." % (res.split(" ", 1)[1], te["steps"]))
+    w("")
+    w("Validation (the written bf16 weights, f32 arithmetic, %d windows of %d tokens per domain):\n" % (
+        te["val_windows_per_domain"], te["seq"]))
+    w("| domain | val loss (nats/token) | perplexity |\n|---|---|---|")
+    for d in tc.DOMAINS:
+        w("| %s | %.3f | %.1f |" % (d, te["val_loss"][d], te["val_ppl"][d]))
+    w("")
+    if ev and ev.get("samples"):
+        w("### Greedy samples (validation prompts, %d new tokens, `scripts/eval_drafters.py`)\n" % ev["gen"])
+        for d in tc.DOMAINS:
+            for i, s in enumerate(ev["samples"].get(d, [])):
+                w("**%s %d** — prompt (last 300 characters) then continuation:\n" % (d, i + 1))
+                w(fence(s["prompt"][-300:]))
+                w(fence(s["continuation"]))
+                w("")
+
+    w("## MTP module (in models/tiny)\n")
+    sp = log_span("mtp")
+    w("DeepSeek-V3 semantics: row i computes h'_i = eh_proj([enorm(Emb(t_{i+1})); hnorm(h_i)]) (embedding first), "
+      "one Qwen3 decoder block at RoPE position i (causal over rows ≤ i), then the target's final norm and "
+      "lm_head, predicting t_{i+2}. Weights: `model.layers.%d.{enorm,hnorm,eh_proj}.weight` and the block's "
+      "Qwen3 names under `model.layers.%d.`, plus `model.layers.%d.shared_head.norm.weight` = an exact copy of "
+      "`model.norm.weight` (the head is shared; no separate embedding or lm_head copies). HF `Qwen3ForCausalLM` "
+      "loads the file and ignores these keys.\n" % ((tcfg["num_hidden_layers"],) * 3))
+    w("**h_i is the target's hidden state after the final norm** (the vector its lm_head reads; what vLLM and "
+      "SGLang pass to their MTP/EAGLE drafters as the target hidden state). Chaining past depth 1 feeds the "
+      "module's own output, after the same final norm, back in as h, with the drafted token as t.\n")
+    w("Training: frozen target, %s; block initialised from the target's last layer; loss 0.3 CE(data) + 0.7 "
+      "CE(target distribution); seed 2." % (last_match("mtp", r"mtp: ") or "").split("mtp: ")[-1].split(" (from")[0])
+    w("No position-0 masking: vLLM zeroes the token embedding of the MTP row at position 0 for DeepSeek "
+      "checkpoints; this module was trained without that, so an engine must not apply it here.\n")
+    if sp:
+        w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("mtp", r"step \d+/")))
+
+    if dcfg:
+        w("## DSpark drafter (models/tiny-dspark)\n")
+        w("DeepSpec's Qwen3 DSpark layout and config fields: `block_size` %d, `mask_token_id` %d, "
+          "`target_layer_ids` %s (layer L = output of decoder layer L; the final layer %d is not tapped), "
+          "`markov_rank` %d, `markov_head_type` \"%s\", `enable_confidence_head` true, "
+          "`confidence_head_with_markov` true, %d draft layers. Tensors: `embed_tokens`, `layers.N.*` (Qwen3 "
+          "names), `norm`, `fc` [hidden, %d·hidden], `hidden_norm`, `lm_head` (copy of the target's tied "
+          "embedding), `markov_head.markov_w1` [vocab, r] (an embedding), `markov_head.markov_w2` [vocab, r] "
+          "(a Linear r→vocab), `confidence_head.proj` (weight [1, hidden+r], bias [1]).\n" % (
+              dcfg["block_size"], dcfg["mask_token_id"], dcfg["target_layer_ids"], dcfg["num_target_layers"] - 1,
+              dcfg["markov_rank"], dcfg["markov_head_type"], dcfg["num_hidden_layers"],
+              len(dcfg["target_layer_ids"])))
+        w("Forward (scripts/tiny_modules.py `DSpark`): ctx = hidden_norm(fc(concat(taps))); each draft layer's "
+          "keys/values are [k/v_proj(ctx) at positions 0..a−1 | k/v_proj(block rows) at a..a+γ−1] (ctx is not "
+          "passed through the layer's input_layernorm; k_norm applies to both), queries are the block rows, "
+          "attention is non-causal inside the block and sees all ctx positions < a. Block = [anchor, MASK×(γ−1)] "
+          "with the anchor (last committed token) at position a; slot k predicts the token at a+k+1. "
+          "U_k = lm_head(norm(h_k)); logits_k = U_k + W2(W1[x_{k−1}]) with x_0 = anchor and x_k the token drafted "
+          "at slot k; c_k = σ(proj([norm(h_k); W1[x_{k−1}]])).\n")
+        w("Training: frozen target; loss 0.1·CE + 0.9·L1(p_d, p_t) + 1.0·BCE(c_k, 1 − ½‖p_d − p_t‖₁), "
+          "each slot weighted exp(−k/4); Markov head teacher-forced with the true tokens; %d anchors per "
+          "512-token window; draft layers initialised from the target's last layers, embed/lm_head frozen "
+          "copies; seed 3." % dcfg["num_anchors"])
+        res = last_match("dspark", r"steps \(from [1-9]")
+        if res:
+            w("This run was begun with --steps 800 and, at its step-200 checkpoint (before any LR decay), "
+              "resumed with --steps 600 to fit the session; by the same WSD argument as for the target it equals "
+              "a fresh `--steps 600` run.")
+        sp = log_span("dspark")
+        if sp:
+            w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("dspark", r"step \d+/")))
+    if rcfg:
+        w("## Draft model (models/tiny-draft)\n")
+        w("`Qwen3ForCausalLM`, %d layers, otherwise the target's dimensions and tokenizer; initialised from the "
+          "target (embedding, final norm, decoder layers 0 and %d) and distilled on the corpus: 0.3 CE(data) + "
+          "0.7 CE(target distribution); seed 4." % (rcfg["num_hidden_layers"], tcfg["num_hidden_layers"] - 1))
+        sp = log_span("draft")
+        if sp:
+            w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("draft", r"step \d+/")))
+
+    if ev:
+        w("## Drafter acceptance (PyTorch reference, greedy, depth %d)\n" % ev["depth"])
+        w("Command: `cd scripts && ../.venv/bin/python eval_drafters.py` (writes scratch/tiny/eval_drafters.json). "
+          "Method: %d validation prompts of %d tokens per domain, each continued greedily by the target for %d "
+          "tokens; every position of the continuation is one decode step; a drafter proposes %d tokens from the "
+          "committed prefix; accept length = 1 + leading matches with the target's greedy tokens (bonus "
+          "included); position k = fraction of steps whose k-th draft is accepted. DSpark runs one block of its "
+          "trained size; MTP chains its one module; the draft model runs autoregressively. Caveat: greedy "
+          "continuations of a model this small fall into loops within a few dozen tokens (see the samples), and "
+          "loops are easy to draft, so these rates are higher than they would be on fresh text; the ordering "
+          "(code above prose for MTP, decay with position) is the signal.\n" % (
+              ev["prompts"], ev["prompt_len"], ev["gen"], ev["depth"]))
+        w("| drafter | domain | steps | pos 1 | pos 2 | pos 3 | pos 4 | pos 5 | mean accept length |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for name in ("mtp", "dspark", "draft"):
+            for d in tc.DOMAINS:
+                e = ev["drafters"].get(name, {}).get(d)
+                if e:
+                    w("| %s | %s | %d | %s | %.3f |" % (name, d, e["steps"],
+                                                       " | ".join("%.3f" % x for x in e["per_position"]),
+                                                       e["mean_accept_length"]))
+        ds = ev["drafters"].get("dspark", {})
+        if any("mean_confidence_per_slot" in v for v in ds.values()):
+            w("\nDSpark mean confidence per slot (conditional acceptance estimate): " + "; ".join(
+                "%s %s" % (d, " ".join("%.2f" % x for x in v["mean_confidence_per_slot"])) for d, v in ds.items()))
+        w("")
+
+    w("## Training machine\n")
+    w("%s, 2 cores shared with other build/test jobs (throughput varied with their load), no GPU; "
+      "torch %s (CPU), transformers %s, OMP_WAIT_POLICY=PASSIVE, 2 threads.\n" % (
+          cpu_name(), torch.__version__, transformers.__version__))
+    w(THROUGHPUT)
+    w("## Goldens\n")
+    w("tests/golden/mtp/ and tests/golden/dspark/ (`scripts/make_drafter_goldens.py`): f32 forwards of the "
+      "committed weights for several validation contexts (one past 128 tokens); each directory's golden.json "
+      "says what every tensor means.\n")
+    # The corpus itself is not committed; its manifest (every document's id and split) is.
+    import shutil
+    shutil.copyfile(os.path.join(tc.CORPUS, "manifest.json"), os.path.join(M, "corpus_manifest.json"))
+    with open(os.path.join(M, "README.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    print("wrote models/README.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""tiny_modules.py — the PyTorch reference forwards of the bundled drafters.
+
+Owns: one Qwen3 decoder block written out (same parameter names and the same
+arithmetic as HF's Qwen3DecoderLayer, but with the attention's keys/values
+and mask explicit, so one block serves causal, chained and DSpark
+non-causal use), the DeepSeek-V3 MTP module, the DeepSpec-layout DSpark
+drafter, and a block stack for the draft model. These definitions ARE the
+reference the C drafters are checked against (make_drafter_goldens.py).
+Must not: carry training logic (train_*.py) or file formats beyond
+state_dict names.
+
+Conventions fixed here (models/README.md repeats them):
+- MTP (DeepSeek-V3 semantics): row i takes [enorm(Emb(t_{i+1})); hnorm(h_i)]
+  (embedding first), eh_proj, one Qwen3 block at RoPE position i, then the
+  target's final norm and lm_head; it predicts t_{i+2}. h_i is the target's
+  hidden state AFTER the final norm (the vector the target's lm_head reads,
+  what vLLM/SGLang hand their MTP/EAGLE drafters). Chaining feeds the module's
+  own output after the same final norm back as h.
+- DSpark (DeepSpec Qwen3 layout): ctx = hidden_norm(fc(concat of the outputs
+  of decoder layers target_layer_ids)); each draft layer's keys/values are
+  [k/v_proj(ctx) at positions 0..a-1 | k/v_proj(block) at a..a+γ-1], ctx NOT
+  passed through the layer's input_layernorm, k_norm on both; block queries
+  see every ctx position < a and the whole block (non-causal). Block =
+  [anchor, MASK x (γ-1)]; slot k predicts the token at a+k+1. U_k =
+  lm_head(norm(h_k)); Markov: logits_k = U_k + W2(W1[x_{k-1}]), x_0 =
+  anchor, x_k the token drafted (or, in training, the true token) at slot k;
+  confidence c_k = sigmoid(proj([norm(h_k); W1[x_{k-1}]])).
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
+
+
+def rope(x, cos, sin):
+    """x [B, S, H, D]; cos/sin [B, S, D] (HF rotate_half convention)."""
+    return x * cos.unsqueeze(2) + rotate_half(x) * sin.unsqueeze(2)
+
+
+class Attn(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.h, self.kv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        hs = cfg.hidden_size
+        self.q_proj = nn.Linear(hs, self.h * self.d, bias=False)
+        self.k_proj = nn.Linear(hs, self.kv * self.d, bias=False)
+        self.v_proj = nn.Linear(hs, self.kv * self.d, bias=False)
+        self.o_proj = nn.Linear(self.h * self.d, hs, bias=False)
+        self.q_norm = Qwen3RMSNorm(self.d, eps=cfg.rms_norm_eps)
+        self.k_norm = Qwen3RMSNorm(self.d, eps=cfg.rms_norm_eps)
+
+    def kv_of(self, x, cos, sin):
+        """Keys (k_norm, RoPE) and values of rows x [B, S, hidden]."""
+        B, S, _ = x.shape
+        k = self.k_norm(self.k_proj(x).view(B, S, self.kv, self.d))
+        v = self.v_proj(x).view(B, S, self.kv, self.d)
+        return rope(k, cos, sin), v
+
+    def forward(self, x, cos, sin, k_pre=None, v_pre=None, mask=None, causal=False):
+        """x [B, L, hidden] (already input-normed). Keys = [k_pre | own rows].
+        mask [B, L, S_total] bool, True = may attend. Returns (out, k_own, v_own)."""
+        B, L, _ = x.shape
+        q = rope(self.q_norm(self.q_proj(x).view(B, L, self.h, self.d)), cos, sin)
+        k, v = self.kv_of(x, cos, sin)
+        k_all = k if k_pre is None else torch.cat([k_pre, k], 1)
+        v_all = v if v_pre is None else torch.cat([v_pre, v], 1)
+        rep = self.h // self.kv
+        qh = q.transpose(1, 2)
+        kh = k_all.transpose(1, 2).repeat_interleave(rep, 1)
+        vh = v_all.transpose(1, 2).repeat_interleave(rep, 1)
+        if causal and mask is None:
+            o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=1.0 / math.sqrt(self.d))
+        else:
+            o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask.unsqueeze(1), scale=1.0 / math.sqrt(self.d))
+        return self.o_proj(o.transpose(1, 2).reshape(B, L, self.h * self.d)), k, v
+
+
+class Block(nn.Module):
+    """Qwen3 decoder block; attribute names = HF's (self_attn, mlp, input_layernorm, post_attention_layernorm)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = Attn(cfg)
+        self.mlp = Qwen3MLP(cfg)
+        self.input_layernorm = Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, k_pre=None, v_pre=None, mask=None, causal=False):
+        a, k, v = self.self_attn(self.input_layernorm(x), cos, sin, k_pre, v_pre, mask, causal)
+        x = x + a
+        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+
+
+class Rotary(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.r = Qwen3RotaryEmbedding(cfg)
+
+    def forward(self, pos, dtype=torch.float32):
+        """pos [B, S] long -> cos, sin [B, S, head_dim]."""
+        dummy = torch.empty(0, dtype=dtype)
+        return self.r(dummy, pos)
+
+
+def chain_mask(lim, T, n_extra, device=None):
+    """[A, 1, T + n_extra] bool: true-context key j < lim[a], all extra keys."""
+    A = lim.shape[0]
+    ctx = torch.arange(T).view(1, 1, T) < lim.view(A, 1, 1)
+    return torch.cat([ctx, torch.ones(A, 1, n_extra, dtype=torch.bool)], 2)
+
+
+class MTP(nn.Module):
+    """DeepSeek-V3 MTP module (one). Shared parts (embedding, final norm,
+    lm_head) are the frozen target's, passed in as `target`."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        hs = cfg.hidden_size
+        self.enorm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
+        self.hnorm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
+        self.eh_proj = nn.Linear(2 * hs, hs, bias=False)
+        self.block = Block(cfg)
+        self.rot = Rotary(cfg)
+
+    def fuse(self, target, next_ids, h):
+        e = target.model.embed_tokens(next_ids)
+        return self.eh_proj(torch.cat([self.enorm(e), self.hnorm(h)], -1))
+
+    def forward(self, target, next_ids, h, pos):
+        """Causal pass. next_ids [B, S] = t_{i+1}; h [B, S, hidden] = h_i; pos [B, S] = i.
+        Returns (logits [B,S,V], g = final-normed output [B,S,hidden], k, v)."""
+        x = self.fuse(target, next_ids, h)
+        cos, sin = self.rot(pos)
+        y, k, v = self.block(x, cos, sin, causal=True)
+        g = target.model.norm(y)
+        return target.lm_head(g), g, k, v
+
+    def step(self, target, next_ids, h, pos, k_pre, v_pre, mask):
+        """One chained row per batch entry: next_ids [A,1], h [A,1,hidden], pos [A,1]."""
+        x = self.fuse(target, next_ids, h)
+        cos, sin = self.rot(pos)
+        y, k, v = self.block(x, cos, sin, k_pre, v_pre, mask)
+        g = target.model.norm(y)
+        return target.lm_head(g), g, k, v
+
+    def state_dict_ds(self, layer):
+        """Weights under DeepSeek-V3 names: model.layers.{layer}.{enorm,hnorm,eh_proj,<Qwen3 block names>}."""
+        out = {}
+        for k, v in self.state_dict().items():
+            if k.startswith("rot."):
+                continue
+            k = k[len("block."):] if k.startswith("block.") else k
+            out["model.layers.%d.%s" % (layer, k)] = v
+        return out
+
+    def load_ds(self, sd, layer):
+        pre = "model.layers.%d." % layer
+        mine = {}
+        for k, v in sd.items():
+            if not k.startswith(pre) or k.startswith(pre + "shared_head."):
+                continue
+            name = k[len(pre):]
+            mine[name if name.split(".")[0] in ("enorm", "hnorm", "eh_proj") else "block." + name] = v
+        missing, unexpected = self.load_state_dict(mine, strict=False)
+        missing = [m for m in missing if not m.startswith("rot.")]
+        if missing or unexpected:
+            raise KeyError("MTP weights: missing %s unexpected %s" % (missing, unexpected))
+
+
+class VanillaMarkov(nn.Module):
+    def __init__(self, vocab, rank):
+        super().__init__()
+        self.markov_w1 = nn.Embedding(vocab, rank)
+        self.markov_w2 = nn.Linear(rank, vocab, bias=False)
+
+    def bias(self, prev):
+        return self.markov_w2(self.markov_w1(prev))
+
+
+class ConfidenceHead(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, 1)
+
+    def forward(self, f):
+        return self.proj(f).squeeze(-1)
+
+
+class DSpark(nn.Module):
+    """DeepSpec Qwen3DSparkModel layout (state_dict names as DeepSpec saves them)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        hs, V = cfg.hidden_size, cfg.vocab_size
+        self.target_layer_ids = list(cfg.target_layer_ids)
+        self.block_size = int(cfg.block_size)
+        self.mask_token_id = int(cfg.mask_token_id)
+        self.embed_tokens = nn.Embedding(V, hs)
+        self.layers = nn.ModuleList([Block(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.norm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
+        self.fc = nn.Linear(len(self.target_layer_ids) * hs, hs, bias=False)
+        self.hidden_norm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(hs, V, bias=False)
+        self.markov_head = VanillaMarkov(V, int(cfg.markov_rank))
+        self.confidence_head = ConfidenceHead(hs + int(cfg.markov_rank))
+        self.rot = Rotary(cfg)
+
+    def context(self, taps):
+        """taps [B, T, n_taps*hidden] (concat of tapped layer outputs) -> ctx [B, T, hidden]."""
+        return self.hidden_norm(self.fc(taps))
+
+    def backbone(self, block_ids, block_pos, ctx, mask):
+        """block_ids/block_pos [B, Q]; ctx [B, T, hidden] at positions 0..T-1;
+        mask [B, Q, T+Q]. Returns norm(h) [B, Q, hidden]."""
+        B, T, _ = ctx.shape
+        x = self.embed_tokens(block_ids)
+        cq, sq = self.rot(block_pos)
+        cc, sc = self.rot(torch.arange(T).unsqueeze(0).expand(B, T))
+        for layer in self.layers:
+            kc, vc = layer.self_attn.kv_of(ctx, cc, sc)
+            x, _, _ = layer(x, cq, sq, kc, vc, mask)
+        return self.norm(x)
+
+    def block_mask(self, anchors, T):
+        """anchors [B, A] -> mask [B, A*γ, T + A*γ]: ctx j < anchor, own block only."""
+        B, A = anchors.shape
+        g = self.block_size
+        Q = A * g
+        qb = torch.arange(Q) // g
+        anc = anchors[:, qb]  # [B, Q]
+        ctx = torch.arange(T).view(1, 1, T) < anc.unsqueeze(-1)
+        kb = torch.arange(Q) // g
+        own = (qb.view(1, Q, 1) == kb.view(1, 1, Q)).expand(B, Q, Q)
+        return torch.cat([ctx, own], -1)
+
+    def block_inputs(self, anchor_tokens, anchors):
+        B, A = anchors.shape
+        g = self.block_size
+        ids = torch.full((B, A, g), self.mask_token_id, dtype=torch.long)
+        ids[:, :, 0] = anchor_tokens
+        pos = anchors.unsqueeze(-1) + torch.arange(g).view(1, 1, g)
+        return ids.view(B, A * g), pos.view(B, A * g)
+
+    def heads(self, hn, prev):
+        """hn [.., hidden] normed block output, prev [..] previous tokens ->
+        (base logits U, corrected logits, confidence logits)."""
+        U = self.lm_head(hn)
+        w1 = self.markov_head.markov_w1(prev)
+        corrected = U + self.markov_head.markov_w2(w1)
+        conf = self.confidence_head(torch.cat([hn, w1.to(hn.dtype)], -1))
+        return U, corrected, conf
+
+    def draft(self, ctx, anchors, anchor_tokens):
+        """Greedy drafting of one block per anchor (inference path).
+        ctx [B, T, hidden], anchors [B, A], anchor_tokens [B, A].
+        Returns tokens [B,A,γ], base [B,A,γ,V], corrected [B,A,γ,V], conf_logit [B,A,γ]."""
+        B, A = anchors.shape
+        g = self.block_size
+        ids, pos = self.block_inputs(anchor_tokens, anchors)
+        hn = self.backbone(ids, pos, ctx, self.block_mask(anchors, ctx.shape[1])).view(B, A, g, -1)
+        prev = anchor_tokens
+        toks, bases, cors, confs = [], [], [], []
+        for k in range(g):
+            U, cor, conf = self.heads(hn[:, :, k], prev)
+            prev = cor.argmax(-1)
+            toks.append(prev)
+            bases.append(U)
+            cors.append(cor)
+            confs.append(conf)
+        return torch.stack(toks, 2), torch.stack(bases, 2), torch.stack(cors, 2), torch.stack(confs, 2)
+
+    def hf_state_dict(self):
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("rot.")}
+
+
+class Stack(nn.Module):
+    """A Qwen3ForCausalLM's weights run through Block (for chained drafting
+    with explicit per-anchor K/V). Names follow HF: model.embed_tokens,
+    model.layers.N, model.norm, lm_head (tied or not)."""
+
+    def __init__(self, hf_model):
+        super().__init__()
+        cfg = hf_model.config
+        self.hf = hf_model
+        self.layers = nn.ModuleList([Block(cfg) for _ in range(cfg.num_hidden_layers)])
+        for i, l in enumerate(self.layers):
+            l.load_state_dict(hf_model.model.layers[i].state_dict())
+        self.rot = Rotary(cfg)
+
+    def causal(self, ids):
+        """ids [B, T] -> logits [B,T,V], per-layer (k, v) lists."""
+        B, T = ids.shape
+        x = self.hf.model.embed_tokens(ids)
+        cos, sin = self.rot(torch.arange(T).unsqueeze(0).expand(B, T))
+        ks, vs = [], []
+        for l in self.layers:
+            x, k, v = l(x, cos, sin, causal=True)
+            ks.append(k)
+            vs.append(v)
+        return self.hf.lm_head(self.hf.model.norm(x)), ks, vs
+
+    def taps(self, ids, layer_ids):
+        """ids [B, T] -> (concat of the outputs of decoder layers layer_ids
+        [B, T, n*hidden], final-normed hidden [B, T, hidden])."""
+        B, T = ids.shape
+        x = self.hf.model.embed_tokens(ids)
+        cos, sin = self.rot(torch.arange(T).unsqueeze(0).expand(B, T))
+        outs = []
+        for i, l in enumerate(self.layers):
+            x, _, _ = l(x, cos, sin, causal=True)
+            if i in layer_ids:
+                outs.append(x)
+        return torch.cat(outs, -1), self.hf.model.norm(x)
+
+    def step(self, ids, pos, k_pre, v_pre, mask):
+        """ids/pos [A,1]; k_pre/v_pre per layer [A, S, kv, d]; mask [A,1,S+1]."""
+        x = self.hf.model.embed_tokens(ids)
+        cos, sin = self.rot(pos)
+        ks, vs = [], []
+        for i, l in enumerate(self.layers):
+            x, k, v = l(x, cos, sin, k_pre[i], v_pre[i], mask)
+            ks.append(k)
+            vs.append(v)
+        return self.hf.lm_head(self.hf.model.norm(x)), ks, vs

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""train_dspark.py — train the DSpark drafter (DeepSpec Qwen3 layout) on the frozen target.
+
+Owns: the DSpark config (DeepSpec's field names), its training loop with
+DeepSpec's loss, and models/tiny-dspark/{config.json, model.safetensors,
+tokenizer files}.
+Must not: modify the target.
+
+Loss (DeepSpec compute_dspark_loss): per block slot k with weight
+exp(-k / loss_decay_gamma):
+  ce_alpha * CE(corrected logits, true token a+k+1)
++ l1_alpha * ||softmax(corrected) - softmax(target logits at a+k)||_1
++ conf_alpha * BCE(confidence logit, 1 - 0.5 * ||p_d - p_t||_1 (detached))
+each term normalised by the sum of weights. The Markov head is teacher-forced
+with the true previous tokens (x_0 = anchor), as in DeepSpec.
+
+Initialisation (a choice for a short CPU budget, not DeepSpec's): draft
+layer j starts from target layer (n_target - n_draft + j); embed_tokens and
+lm_head are frozen copies of the target's tied embedding; norm starts from
+the target's final norm; markov_w2 and the confidence head start at zero.
+
+Usage: train_dspark.py [--steps N] [--anchors A] [--layers L] [--rank R] ...
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+import time
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+import tiny_common as tc
+import tiny_modules as tm
+
+
+def dspark_config(tcfg, args, mask_id):
+    cfg = copy.deepcopy(tcfg)
+    cfg.architectures = ["Qwen3DSparkModel"]
+    cfg.num_target_layers = int(tcfg.num_hidden_layers)
+    cfg.num_hidden_layers = args.layers
+    cfg.layer_types = ["full_attention"] * args.layers
+    cfg.block_size = args.block_size
+    cfg.tie_word_embeddings = False
+    cfg.mask_token_id = mask_id
+    cfg.target_layer_ids = args.target_layer_ids
+    cfg.num_anchors = args.anchors
+    cfg.enable_confidence_head = True
+    cfg.confidence_head_with_markov = True
+    cfg.markov_rank = args.rank
+    cfg.markov_head_type = "vanilla"
+    return cfg
+
+
+def config_json(cfg, target_dir):
+    """The target's config.json with DeepSpec's DSpark fields set (the HF
+    fields a loader needs, without PretrainedConfig's runtime extras)."""
+    with open(os.path.join(target_dir, "config.json")) as f:
+        d = json.load(f)
+    d.pop("num_nextn_predict_layers", None)
+    d.pop("transformers_version", None)
+    for k in ("architectures", "num_target_layers", "num_hidden_layers", "layer_types", "block_size",
+              "tie_word_embeddings", "mask_token_id", "target_layer_ids", "num_anchors", "enable_confidence_head",
+              "confidence_head_with_markov", "markov_rank", "markov_head_type"):
+        d[k] = getattr(cfg, k)
+    d["dtype"] = "bfloat16"
+    return d
+
+
+def dspark_loss(model, stack, target, x, args, gen):
+    """x [B, T+1]. Returns (loss, parts dict)."""
+    T = x.shape[1] - 1
+    ids = x[:, :T]
+    B = ids.shape[0]
+    g = model.block_size
+    with torch.no_grad():
+        taps, H = stack.taps(ids, model.target_layer_ids)
+    # Anchors: A distinct positions in [1, T-g-1] per row so every slot has a label.
+    anchors = torch.stack([torch.randperm(T - g - 1, generator=gen)[:args.anchors] + 1 for _ in range(B)]).sort(1).values
+    A = anchors.shape[1]
+    anchor_tok = ids.gather(1, anchors)
+    lab_idx = anchors.unsqueeze(-1) + torch.arange(1, g + 1).view(1, 1, g)  # [B, A, g]
+    labels = x.gather(1, lab_idx.view(B, -1)).view(B, A, g)
+    prev = torch.cat([anchor_tok.unsqueeze(-1), labels[:, :, :-1]], -1)
+    with torch.no_grad():
+        Hs = H.gather(1, (lab_idx - 1).view(B, -1, 1).expand(-1, -1, H.shape[-1]))
+        tlog = target.lm_head(Hs).float().view(B, A, g, -1)
+    ctx = model.context(taps)
+    bids, bpos = model.block_inputs(anchor_tok, anchors)
+    hn = model.backbone(bids, bpos, ctx, model.block_mask(anchors, T)).view(B, A, g, -1)
+    U, cor, conf = model.heads(hn, prev)
+    cor = cor.float()
+    V = cor.shape[-1]
+    w = torch.exp(-torch.arange(g).float() / args.decay).view(1, 1, g).expand(B, A, g)
+    wsum = w.sum()
+    ce = (F.cross_entropy(cor.reshape(-1, V), labels.reshape(-1), reduction="none").view(B, A, g) * w).sum() / wsum
+    pd, pt = F.softmax(cor, -1), F.softmax(tlog, -1)
+    l1d = (pd - pt).abs().sum(-1)
+    l1 = (l1d * w).sum() / wsum
+    acc = (1.0 - 0.5 * l1d).clamp(0, 1).detach()
+    bce = (F.binary_cross_entropy_with_logits(conf.float(), acc, reduction="none") * w).sum() / wsum
+    loss = args.ce_alpha * ce + args.l1_alpha * l1 + args.conf_alpha * bce
+    with torch.no_grad():
+        agree = (cor.argmax(-1) == tlog.argmax(-1)).float().mean((0, 1))
+    return loss, {"ce": ce.item(), "l1": l1.item(), "bce": bce.item(), "agree": agree.tolist(),
+                  "acc_rate": acc.mean((0, 1)).tolist()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=tc.SEQ_LEN)
+    ap.add_argument("--anchors", type=int, default=48)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--block-size", type=int, default=5)
+    ap.add_argument("--target-layer-ids", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rank", type=int, default=64)
+    ap.add_argument("--decay", type=float, default=4.0, help="loss_decay_gamma")
+    ap.add_argument("--ce-alpha", type=float, default=0.1)
+    ap.add_argument("--l1-alpha", type=float, default=0.9)
+    ap.add_argument("--conf-alpha", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
+    ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
+    args = ap.parse_args()
+
+    tc.setup_torch(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    logf = open(os.path.join(tc.WORK, "dspark.log"), "a")
+    target = tc.load_target(args.target)
+    stack = tm.Stack(target)
+    nt = target.config.num_hidden_layers
+    if max(args.target_layer_ids) >= nt - 1:
+        tc.die("target_layer_ids must not include the final layer %d" % (nt - 1))
+    mask_id = tc.special_ids(tc.load_tokenizer(os.path.join(args.target, "tokenizer.json")))["<|mask|>"]
+    cfg = dspark_config(target.config, args, mask_id)
+    model = tm.DSpark(cfg)
+    with torch.no_grad():
+        for j, layer in enumerate(model.layers):
+            layer.load_state_dict(target.model.layers[nt - args.layers + j].state_dict())
+        model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+        model.lm_head.weight.copy_(target.lm_head.weight)
+        model.norm.weight.copy_(target.model.norm.weight)
+        torch.nn.init.zeros_(model.markov_head.markov_w2.weight)
+        torch.nn.init.normal_(model.markov_head.markov_w1.weight, std=0.02)
+        torch.nn.init.zeros_(model.confidence_head.proj.weight)
+        torch.nn.init.zeros_(model.confidence_head.proj.bias)
+        torch.nn.init.normal_(model.fc.weight, std=0.02)
+    model.embed_tokens.requires_grad_(False)
+    model.lm_head.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    ckpt = os.path.join(tc.WORK, "dspark.ckpt")
+    step, extra = tc.load_ckpt(ckpt, {"dspark": model}, opt)
+    batcher = tc.Batcher("train", args.seq, args.batch, seed=args.seed)
+    for _ in range(step):
+        batcher.next()
+    if step:
+        gen.set_state(extra["gen"])
+    tc.log("dspark: %.2fM trainable params, %d steps (from %d), config %s" % (
+        sum(p.numel() for p in params) / 1e6, args.steps, step, vars(args)), logf)
+    t0, n0 = time.time(), step
+    while step < args.steps:
+        lr = tc.lr_at(step, args.steps, args.lr, args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x = batcher.next()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, parts = dspark_loss(model, stack, target, x, args, gen)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        if step % 25 == 0:
+            dt = time.time() - t0
+            tc.log("step %d/%d loss %.4f ce %.3f l1 %.3f bce %.3f agree %s acc %s lr %.2e %.2f s/step" % (
+                step, args.steps, loss.item(), parts["ce"], parts["l1"], parts["bce"],
+                " ".join("%.2f" % a for a in parts["agree"]), " ".join("%.2f" % a for a in parts["acc_rate"]),
+                lr, dt / (step - n0)), logf)
+        if step % 100 == 0 or step == args.steps:
+            tc.save_ckpt(ckpt, step, {"dspark": model}, opt, {"gen": gen.get_state()})
+
+    os.makedirs(args.out, exist_ok=True)
+    save_file(tc.bf16_state(model.hf_state_dict()), os.path.join(args.out, "model.safetensors"),
+              metadata={"format": "pt"})
+    tc.write_json(os.path.join(args.out, "config.json"), config_json(cfg, args.target))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(args.target, f), os.path.join(args.out, f))
+    tc.log("wrote %s" % args.out, logf)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""train_target.py — train the bundled target, an HF Qwen3ForCausalLM, on the corpus.
+
+Owns: the target's training loop (AdamW, warmup + cosine LR, bf16 autocast on
+CPU with f32 master weights, grad clip), resumable checkpoints in
+WORK/target.ckpt, and writing models/tiny/{config.json, model.safetensors,
+generation_config.json} in bf16, then the validation loss per domain of the
+written (bf16) weights to WORK/target_eval.json.
+Must not: touch the tokenizer files (train_tokenizer.py writes them) or the
+MTP keys (train_mtp.py appends them to model.safetensors afterwards).
+
+Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S]
+"""
+import argparse
+import os
+import time
+
+import torch
+
+import tiny_common as tc
+
+
+def eval_loss(model, seq_len, n, split="val"):
+    out = {}
+    model.eval()
+    with torch.no_grad():
+        for dom in tc.DOMAINS:
+            x = tc.eval_windows(dom, split, seq_len, n)
+            tot, cnt = 0.0, 0
+            for i in range(0, n, 8):
+                b = x[i:i + 8]
+                logits = model(input_ids=b[:, :-1]).logits.float()
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), b[:, 1:].reshape(-1),
+                                                         reduction="sum")
+                tot += loss.item()
+                cnt += b[:, 1:].numel()
+            out[dom] = tot / cnt
+    model.train()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=tc.SEQ_LEN)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny"))
+    args = ap.parse_args()
+
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    tc.setup_torch(args.seed)
+    os.makedirs(tc.WORK, exist_ok=True)
+    logf = open(os.path.join(tc.WORK, "target.log"), "a")
+    tok = tc.load_tokenizer(os.path.join(args.out, "tokenizer.json"))
+    sp = tc.special_ids(tok)
+    if tok.get_vocab_size() != tc.TARGET["vocab_size"]:
+        tc.die("tokenizer vocab %d != %d" % (tok.get_vocab_size(), tc.TARGET["vocab_size"]))
+    cfg = Qwen3Config(**tc.TARGET, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
+                      pad_token_id=sp["<|endoftext|>"], attn_implementation="sdpa")
+    model = Qwen3ForCausalLM(cfg)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    ckpt = os.path.join(tc.WORK, "target.ckpt")
+    step, extra = tc.load_ckpt(ckpt, {"model": model}, opt)
+    batcher = tc.Batcher("train", args.seq, args.batch, seed=args.seed)
+    if step:  # replay the sampler so a resumed run sees the same batches
+        for _ in range(step):
+            batcher.next()
+        torch.set_rng_state(extra["torch_rng"])
+        tc.log("resumed at step %d" % step, logf)
+    tc.log("target: %.2fM params, %d steps x %d x %d tokens" % (
+        sum(p.numel() for p in model.parameters()) / 1e6, args.steps, args.batch, args.seq), logf)
+    t0, tok_done, ema = time.time(), 0, None
+    while step < args.steps:
+        lr = tc.lr_at(step, args.steps, args.lr, args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x = batcher.next()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids=x[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        tok_done += x[:, :-1].numel()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        if step % 25 == 0:
+            dt = time.time() - t0
+            tc.log("step %d/%d loss %.4f (ema %.4f) lr %.2e  %.0f tok/s  ETA %.1f min" % (
+                step, args.steps, loss.item(), ema, lr, tok_done / dt, (args.steps - step) * dt / max(1, tok_done)
+                * args.batch * args.seq / 60), logf)
+        if step % 250 == 0 or step == args.steps:
+            tc.save_ckpt(ckpt, step, {"model": model}, opt, {"torch_rng": torch.get_rng_state()})
+        if step % 500 == 0 and step < args.steps:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                tc.log("val loss %s" % eval_loss(model, args.seq, 16), logf)
+
+    # Write the bf16 artefact and measure what is shipped.
+    model.to(torch.bfloat16)
+    model.config.torch_dtype = torch.bfloat16
+    model.generation_config.do_sample = False
+    model.save_pretrained(args.out, safe_serialization=True)
+    m2 = tc.load_target(args.out, torch.float32)
+    ev = eval_loss(m2, args.seq, 64)
+    import math
+    res = {"val_loss": ev, "val_ppl": {k: math.exp(v) for k, v in ev.items()}, "steps": args.steps,
+           "batch": args.batch, "seq": args.seq, "tokens_seen": args.steps * args.batch * args.seq,
+           "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
+           "val_windows_per_domain": 64}
+    tc.write_json(os.path.join(tc.WORK, "target_eval.json"), res)
+    tc.log("final (bf16 weights) %s" % res, logf)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# train_tiny.sh — reproduce the bundled tiny model family from scratch (not part of CI).
+#
+# Owns: the order and the fixed settings (steps, seeds) of every step that
+# makes models/tiny (tokenizer, target, MTP module), models/tiny-dspark,
+# models/tiny-draft, the drafter goldens and the acceptance numbers of
+# models/README.md. Must not: be run by tests.
+#
+# Steps: corpus, tokenizer, workloads, target, mtp, dspark, goldens, draft, eval, card (models/README.md).
+# Usage: scripts/train_tiny.sh [--from STEP] [--only STEP] [--resume]
+#   --from STEP  start at STEP (earlier artefacts must exist)
+#   --only STEP  run just STEP
+#   --resume     keep scratch/tiny/*.ckpt (continue interrupted training);
+#                by default the checkpoints of the steps being run are removed
+# Environment: SPECBED_THREADS (default 2) torch threads. Seeds are fixed in
+# each script's defaults; on another CPU the weights differ in the last bits
+# (float reduction order), not in kind.
+# Wall time on 2 shared cores (AMD EPYC, AVX-512 bf16): see models/README.md.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+STEPS=(corpus tokenizer workloads target mtp dspark goldens draft eval card)
+FROM=corpus ONLY= RESUME=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --from) FROM="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    --resume) RESUME=1; shift ;;
+    *) echo "train_tiny.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+# Python: the project venv (scripts/setup.sh --python makes it from scripts/requirements.txt).
+if [ ! -x "$ROOT/.venv/bin/python" ]; then
+  "$ROOT/scripts/setup.sh" --python
+fi
+PY="$ROOT/.venv/bin/python"
+WORK="$ROOT/scratch/tiny"
+mkdir -p "$WORK"
+export SPECBED_THREADS="${SPECBED_THREADS:-2}"
+# Busy-waiting OpenMP threads collapse throughput 5x when another process holds a core.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+
+run_step() {
+  local s="$1"
+  echo "== train_tiny.sh: $s ($(date +%H:%M:%S))"
+  [ "$RESUME" = 1 ] || rm -f "$WORK/$s.ckpt" "$WORK/$s.log"
+  case "$s" in
+    corpus)    "$PY" scripts/build_corpus.py
+               rm -rf "$WORK/data" ;;  # token caches depend on corpus and tokenizer
+    tokenizer) "$PY" scripts/train_tokenizer.py \
+                 --input scratch/corpus/code/train.txt scratch/corpus/prose/train.txt \
+                 --vocab-size 4096 --model-max-length 1024 --out models/tiny
+               rm -rf "$WORK/data" ;;
+    workloads) (cd scripts && "$PY" tiny_workloads.py) ;;
+    target)    (cd scripts && "$PY" train_target.py --steps 2200 --seed 1) ;;
+    mtp)       (cd scripts && "$PY" train_mtp.py --steps 300 --seed 2) ;;
+    dspark)    (cd scripts && "$PY" train_dspark.py --steps 600 --seed 3) ;;
+    draft)     (cd scripts && "$PY" train_draft.py --steps 150 --seed 4) ;;
+    eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json") ;;
+    goldens)   (cd scripts && "$PY" make_drafter_goldens.py) ;;
+    card)      (cd scripts && "$PY" tiny_model_card.py) ;;
+  esac
+}
+
+started=0
+for s in "${STEPS[@]}"; do
+  if [ -n "$ONLY" ]; then
+    [ "$s" = "$ONLY" ] && run_step "$s"
+    continue
+  fi
+  [ "$s" = "$FROM" ] && started=1
+  [ "$started" = 1 ] && run_step "$s"
+done
+echo "== train_tiny.sh: done ($(date +%H:%M:%S))"

@@ -1,0 +1,326 @@
+/* drafter_dspark.c — DSpark drafting (see drafter_dspark.h for the
+ * convention and the chaining rule).
+ * Owns: the checkpoint (dspark_ckpt), the per-draft-layer context KV cache,
+ * the target taps not fed yet (per slot) and the row scratch.
+ * Must not: touch the target's KV; do arithmetic outside the backend
+ * kernels (the only scalar math is the confidence's sigmoid). */
+#include "drafter_dspark.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "draft_pick.h"
+#include "drafter_model.h"
+#include "dspark_ckpt.h"
+#include "errmsg.h"
+#include "layer.h"
+#include "row_queue.h"
+
+typedef struct {
+    dspark_ckpt ck;
+    kv_cache *kv;             /* ck.cfg.n_layers layers: context rows, then temporary block rows */
+    layer_scratch *ls;
+    int max_seqs, max_rows, V, H, TH, G, R;   /* TH = n_taps·H, G = block size, R = Markov rank */
+    /* per slot */
+    int *kv_seq;              /* -1 = not begun */
+    int *n_ctx;               /* context positions in the KV: 0..n_ctx-1 */
+    row_queue *pend;          /* taps of positions n_ctx.. not fed yet, [TH] rows */
+    int *broken;
+    /* scratch, max_rows rows */
+    float *taps, *x, *hn, *logits, *base;
+    float *w1row, *bias, *feat;   /* [R], [V], [H + R] */
+    int *seq, *pos, *nctx, *req_of_row, *done;
+    float *trace_cor, *trace_base;
+} ds_state;
+
+static void ds_release(drafter *d, int slot) {
+    ds_state *s = d->impl;
+    if (slot < 0 || slot >= s->max_seqs || s->kv_seq[slot] < 0) return;
+    kv_seq_free(s->kv, s->kv_seq[slot]);
+    s->kv_seq[slot] = -1;
+    s->n_ctx[slot] = s->pend[slot].n = s->broken[slot] = 0;
+}
+
+static int ds_begin(drafter *d, int slot, const int *tokens, int n, const float *taps, char *err, size_t el) {
+    (void)tokens;
+    ds_state *s = d->impl;
+    if (slot < 0 || slot >= s->max_seqs) return errf(err, el, "dspark: slot %d out of range", slot);
+    if (n < 2 || !taps) return errf(err, el, "dspark: begin needs the prompt's target taps and a first token");
+    ds_release(d, slot);
+    s->kv_seq[slot] = kv_seq_new(s->kv);
+    if (s->kv_seq[slot] < 0) return errf(err, el, "dspark: no free KV slot");
+    /* taps: [n-1 prompt rows, n_taps, H] = rows of the fc input */
+    if (rq_push(&s->pend[slot], taps, n - 1)) return errf(err, el, "dspark: out of memory");
+    return 0;
+}
+
+/* Feeds every request's pending taps into the context cache, in chunks of
+ * max_rows rows. */
+static int feed_context(ds_state *s, spec_proposal *reqs, int n, char *err, size_t el) {
+    const dspark_ckpt *c = &s->ck;
+    for (int r = 0; r < n; r++) s->done[r] = 0;
+    for (;;) {
+        int nr = 0;
+        for (int r = 0; r < n && nr < s->max_rows; r++) {
+            int slot = reqs[r].slot, left = s->pend[slot].n - s->done[r];
+            if (left <= 0) continue;
+            int chunk = left < s->max_rows - nr ? left : s->max_rows - nr;
+            if (kv_append(s->kv, s->kv_seq[slot], chunk))
+                return errf(err, el, "dspark: slot %d cannot grow to %d positions (KV pool full or context limit)",
+                            slot, s->n_ctx[slot] + chunk);
+            memcpy(s->taps + (size_t)nr * s->TH, rq_row(&s->pend[slot], s->done[r]),
+                   sizeof(float) * (size_t)chunk * s->TH);
+            for (int i = 0; i < chunk; i++, nr++) {
+                s->seq[nr] = s->kv_seq[slot];
+                s->pos[nr] = s->n_ctx[slot] + i;
+            }
+            s->done[r] += chunk;
+            s->n_ctx[slot] += chunk;
+        }
+        if (!nr) break;
+        kb_matmul(s->x, s->taps, &c->fc, nr);
+        kb_rmsnorm(s->x, s->x, c->hidden_norm, nr, s->H, c->cfg.rms_norm_eps);
+        layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = NULL};
+        for (int l = 0; l < c->cfg.n_layers; l++) layer_write_kv(s->ls, &c->layers[l], s->kv, l, &rows, s->x);
+    }
+    for (int r = 0; r < n; r++) s->pend[reqs[r].slot].n = 0;
+    return 0;
+}
+
+/* The sequential heads over one block of request p whose normed rows are
+ * hn[G, H] and base logits U[nk, V] (nk = drafts wanted from this block). */
+static void block_heads(ds_state *s, spec_proposal *p, int first, const float *hn, float *U, int nk, int trace) {
+    const dspark_ckpt *c = &s->ck;
+    int prev = first;
+    for (int k = 0; k < nk; k++) {
+        float *lg = U + (size_t)k * s->V;
+        if (trace && s->trace_base) memcpy(s->trace_base + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
+        if (s->R > 0) {
+            kb_weight_row(s->w1row, &c->w1, prev);
+            kb_matmul(s->bias, s->w1row, &c->w2, 1);
+            kb_add(lg, s->bias, 1, s->V);
+        }
+        if (c->has_conf) {
+            memcpy(s->feat, hn + (size_t)k * s->H, sizeof(float) * (size_t)s->H);
+            if (c->conf_with_markov) memcpy(s->feat + s->H, s->w1row, sizeof(float) * (size_t)s->R);
+            float z;
+            kb_matmul(&z, s->feat, &c->conf_w, 1);
+            p->conf[p->k] = (float)(1.0 / (1.0 + exp(-((double)z + c->conf_b))));
+            p->has_conf = 1;
+        }
+        if (trace && s->trace_cor) memcpy(s->trace_cor + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
+        int t = draft_pick(p, lg, s->V, p->k);
+        p->draft[p->k++] = t;
+        prev = t;
+    }
+}
+
+static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t el) {
+    ds_state *s = d->impl;
+    const dspark_ckpt *c = &s->ck;
+    const int G = s->G, H = s->H;
+    if (n > s->max_seqs) return errf(err, el, "dspark: %d sequences exceed %d slots", n, s->max_seqs);
+    int max_ctx = 1;
+    for (int r = 0; r < n; r++) {
+        spec_proposal *p = &reqs[r];
+        p->k = 0; p->q_valid = 0; p->has_conf = 0; p->has_top_prob = 0;
+        int slot = p->slot;
+        if (slot < 0 || slot >= s->max_seqs || s->kv_seq[slot] < 0)
+            return errf(err, el, "dspark: slot %d was not begun", slot);
+        if (s->broken[slot])
+            return errf(err, el, "dspark: slot %d: the target taps received do not line up with its tokens", slot);
+        if (s->n_ctx[slot] + s->pend[slot].n != p->n_tokens - 1)
+            return errf(err, el, "dspark: slot %d has %d context rows + %d pending for %d tokens", slot,
+                        s->n_ctx[slot], s->pend[slot].n, p->n_tokens);
+        int blocks = (p->max_k + G - 1) / G;
+        int end = p->n_tokens - 1 + blocks * G;
+        if (end > max_ctx) max_ctx = end;
+    }
+    if (layer_scratch_reserve(s->ls, max_ctx)) return errf(err, el, "dspark: out of memory for %d positions", max_ctx);
+    if (feed_context(s, reqs, n, err, el)) return -1;
+
+    /* Blocks: block b of every request that still wants drafts, as many
+     * requests per pass as max_rows allows. */
+    for (int b = 0; b * G < SPEC_MAX_DEPTH; b++) {
+        int r0 = 0, any = 0;
+        while (r0 < n) {
+            int nr = 0, r1 = r0;
+            for (; r1 < n && nr + G <= s->max_rows; r1++) {
+                spec_proposal *p = &reqs[r1];
+                if (p->k >= p->max_k || p->k != b * G) continue;
+                int slot = p->slot, a = p->n_tokens - 1, first = a + b * G;
+                if (kv_append(s->kv, s->kv_seq[slot], G))
+                    return errf(err, el, "dspark: slot %d cannot grow to %d positions (KV pool full or context limit)",
+                                slot, first + G);
+                for (int i = 0; i < G; i++, nr++) {
+                    int tok = i ? c->mask_token_id : (b ? p->draft[p->k - 1] : p->tokens[a]);
+                    kb_weight_row(s->x + (size_t)nr * H, &c->embed, tok);
+                    s->seq[nr] = s->kv_seq[slot];
+                    s->pos[nr] = first + i;
+                    s->nctx[nr] = first + G;   /* context, earlier blocks, the whole block */
+                    s->req_of_row[nr] = r1;
+                }
+            }
+            if (nr) {
+                any = 1;
+                layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = s->nctx};
+                for (int l = 0; l < c->cfg.n_layers; l++) layer_forward(s->ls, &c->layers[l], s->kv, l, &rows, s->x);
+                kb_rmsnorm(s->hn, s->x, c->norm, nr, H, c->cfg.rms_norm_eps);
+                /* base logits only for the slots that become drafts */
+                int nl = 0;
+                for (int row = 0; row < nr; row += G) {
+                    spec_proposal *p = &reqs[s->req_of_row[row]];
+                    int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
+                    memcpy(s->base + (size_t)nl * H, s->hn + (size_t)row * H, sizeof(float) * (size_t)nk * H);
+                    nl += nk;
+                }
+                kb_matmul(s->logits, s->base, &c->lm_head, nl);
+                nl = 0;
+                for (int row = 0; row < nr; row += G) {
+                    int r = s->req_of_row[row];
+                    spec_proposal *p = &reqs[r];
+                    int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
+                    int first = b ? p->draft[p->k - 1] : p->tokens[p->n_tokens - 1];
+                    block_heads(s, p, first, s->hn + (size_t)row * H, s->logits + (size_t)nl * s->V, nk, r == 0);
+                    nl += nk;
+                }
+            }
+            r0 = r1;
+        }
+        if (!any) break;
+    }
+    /* block rows are temporary */
+    for (int r = 0; r < n; r++) kv_truncate(s->kv, s->kv_seq[reqs[r].slot], s->n_ctx[reqs[r].slot]);
+    return 0;
+}
+
+static void ds_accept(drafter *d, const spec_accept *acc, int n) {
+    ds_state *s = d->impl;
+    for (int j = 0; j < n; j++) {
+        const spec_accept *a = &acc[j];
+        int slot = a->slot;
+        if (slot < 0 || slot >= s->max_seqs || s->kv_seq[slot] < 0) continue;
+        /* the committed tokens' producing rows sit at the next context positions */
+        if (!a->hidden || s->n_ctx[slot] + s->pend[slot].n + a->n_committed != a->n_tokens - 1 ||
+            rq_push(&s->pend[slot], a->hidden, a->n_committed))
+            s->broken[slot] = 1;
+    }
+}
+
+static void ds_free(drafter *d) {
+    if (!d) return;
+    ds_state *s = d->impl;
+    if (s) {
+        dspark_ckpt_free(&s->ck);
+        kv_cache_free(s->kv);
+        layer_scratch_free(s->ls);
+        if (s->pend)
+            for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
+        free(s->pend); free(s->broken); free(s->kv_seq); free(s->n_ctx);
+        kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits); kb_free(s->base);
+        kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat);
+        free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done);
+        free(s);
+    }
+    free(d);
+}
+
+static const drafter_ops DS_OPS = {"dspark", ds_begin, ds_propose, ds_accept, ds_release, ds_free};
+
+int drafter_dspark_block_size(const drafter *d) {
+    return d && d->ops == &DS_OPS ? ((const ds_state *)d->impl)->G : 0;
+}
+
+void drafter_dspark_set_trace(drafter *d, float *corrected, float *base) {
+    if (!d || d->ops != &DS_OPS) return;
+    ds_state *s = d->impl;
+    s->trace_cor = corrected;
+    s->trace_base = base;
+}
+
+static void startup_message(const ds_state *s, const dspark_opts *o) {
+    const int G = s->G;
+    fprintf(stderr, "dspark: %s: block_size %d (checkpoint) | serving depth %s", o->model_dir, G,
+            o->depth > 0 ? "" : "= --depth (set separately)");
+    if (o->depth > 0) {
+        fprintf(stderr, "%d (--depth) -> depth %d in force: ", o->depth, o->depth);
+        if (o->depth < G) fprintf(stderr, "one block of %d, trimmed to %d drafts\n", G, o->depth);
+        else if (o->depth == G) fprintf(stderr, "one full block\n");
+        else fprintf(stderr, "%d chained blocks of %d, %d drafts\n", (o->depth + G - 1) / G, G, o->depth);
+    } else {
+        fprintf(stderr, "; the depth is in force, block_size only shapes each block\n");
+    }
+    fprintf(stderr, "dspark: taps of target layers");
+    for (int i = 0; i < s->ck.n_taps; i++) fprintf(stderr, " %d", s->ck.target_layer_ids[i]);
+    fprintf(stderr, ", %d draft layers, markov rank %d, confidence head %s%s%s\n", s->ck.cfg.n_layers, s->R,
+            s->ck.has_conf ? "yes" : "no", s->ck.own_embed ? "" : ", target's embedding",
+            s->ck.own_lm_head ? "" : ", target's lm_head");
+}
+
+int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, const tokenizer *tt,
+                          char *err, size_t errlen) {
+    *out = NULL;
+    if (!o || !o->model_dir) return errf(err, errlen, "dspark: --draft-model DIR (the DSpark checkpoint) is required");
+    if (tt && drafter_check_tokenizer(o->model_dir, tt, 0, err, errlen)) return -1;
+    drafter *d = calloc(1, sizeof *d);
+    ds_state *s = calloc(1, sizeof *s);
+    if (!d || !s) { free(d); free(s); return errf(err, errlen, "out of memory"); }
+    d->ops = &DS_OPS;
+    d->impl = s;
+    if (dspark_ckpt_load(&s->ck, o->model_dir, t, err, errlen)) { free(s); d->impl = NULL; free(d); return -1; }
+    const dspark_ckpt *c = &s->ck;
+    d->vocab_size = c->cfg.vocab_size;
+    d->n_taps = c->n_taps;
+    memcpy(d->tap_layers, c->target_layer_ids, sizeof(int) * (size_t)c->n_taps);
+    s->V = c->cfg.vocab_size;
+    s->H = c->cfg.hidden_size;
+    s->TH = c->n_taps * s->H;
+    s->G = c->block_size;
+    s->R = c->markov_rank;
+    s->max_seqs = o->max_seqs > 0 ? o->max_seqs : 16;
+    s->max_rows = 64 > 4 * s->G ? 64 : 4 * s->G;
+    int ctx = t->cfg.max_position_embeddings;
+    int max_len = o->max_seq_len > 0 ? o->max_seq_len : (ctx < 2048 ? ctx : 2048);
+    if (max_len > ctx) max_len = ctx;
+    /* room for the context plus the blocks of the deepest proposal */
+    int extra = (SPEC_MAX_DEPTH + s->G - 1) / s->G * s->G + 1;
+    int page = 16, pages = (max_len + extra + page) / page * s->max_seqs;
+    kv_config kc = {.n_layers = c->cfg.n_layers, .n_kv_heads = c->cfg.n_kv_heads, .head_dim = c->cfg.head_dim,
+                    .page_size = page, .n_pages = pages, .max_seqs = s->max_seqs, .max_seq_len = max_len + extra};
+    if (kv_cache_create(&s->kv, &kc, err, errlen)) goto fail;
+    if (layer_scratch_create(&s->ls, &c->cfg, s->max_rows, err, errlen)) goto fail;
+    size_t R = (size_t)s->max_rows, H = (size_t)s->H, S = (size_t)s->max_seqs, V = (size_t)s->V;
+    s->kv_seq = malloc(sizeof(int) * S);
+    s->n_ctx = calloc(S, sizeof(int));
+    s->pend = calloc(S, sizeof(row_queue));
+    s->broken = calloc(S, sizeof(int));
+    s->taps = kb_alloc(R * (size_t)s->TH * sizeof(float));
+    s->x = kb_alloc(R * H * sizeof(float));
+    s->hn = kb_alloc(R * H * sizeof(float));
+    s->base = kb_alloc(R * H * sizeof(float));
+    s->logits = kb_alloc(R * V * sizeof(float));
+    s->w1row = kb_alloc((size_t)(s->R + 1) * sizeof(float));
+    s->bias = kb_alloc(V * sizeof(float));
+    s->feat = kb_alloc((H + (size_t)s->R) * sizeof(float));
+    s->seq = malloc(sizeof(int) * R);
+    s->pos = malloc(sizeof(int) * R);
+    s->nctx = malloc(sizeof(int) * R);
+    s->req_of_row = malloc(sizeof(int) * R);
+    s->done = calloc(S, sizeof(int));
+    if (!s->kv_seq || !s->n_ctx || !s->pend || !s->broken || !s->taps || !s->x ||
+        !s->hn || !s->base || !s->logits || !s->w1row || !s->bias || !s->feat || !s->seq || !s->pos || !s->nctx ||
+        !s->req_of_row || !s->done) {
+        errf(err, errlen, "dspark: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < s->max_seqs; i++) {
+        s->kv_seq[i] = -1;
+        s->pend[i].width = s->TH;
+    }
+    if (!o->quiet) startup_message(s, o);
+    *out = d;
+    return 0;
+fail:
+    ds_free(d);
+    return -1;
+}

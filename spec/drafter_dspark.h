@@ -1,0 +1,71 @@
+/* drafter_dspark.h — the DSpark drafter (DeepSpec Qwen3 layout; DESIGN §5;
+ * reference: scripts/tiny_modules.py DSpark, scripts/eval_drafters.py
+ * dspark_drafts; checkpoint format: dspark_ckpt.h).
+ *
+ * Context. ctx_j = hidden_norm(fc([tap_{L1}(j); tap_{L2}(j); ...])) for every
+ * committed position j whose target taps are known (layer id L = the output
+ * of target decoder layer L, in target_layer_ids order). Each draft layer
+ * keeps, in this drafter's paged KV cache, k = rope(k_norm(k_proj(ctx_j)))
+ * and v = v_proj(ctx_j) at position j — ctx is NOT passed through the
+ * layer's input_layernorm. This context cache only ever grows with
+ * committed tokens (begin: the prompt's taps; accept: the taps of the
+ * verify rows that produced the committed tokens), fed lazily at the next
+ * propose, batched across sequences.
+ *
+ * Block. With x_0..x_a committed (anchor x_a at position a; the context
+ * holds positions 0..a-1), the block is [x_a, MASK × (γ−1)] at positions
+ * a..a+γ−1, γ = block_size from the checkpoint. Each draft layer runs the
+ * block rows as a Qwen3 decoder layer whose queries attend to context
+ * positions 0..a-1 and to every row of the block (non-causal). Slot k
+ * (0-based) predicts the token at position a+k+1:
+ *   U_k = lm_head(norm(h_k)),  logits_k = U_k + W2(W1[x_{k-1}])  (Markov,
+ *   sequential: x_{-1}... i.e. the previous token of slot 0 is the anchor,
+ *   of slot k the token drafted at slot k−1),
+ *   c_k = sigmoid(w · [norm(h_k); W1[x_{k-1}]] + b) → spec_proposal.conf[k].
+ * Greedy drafts argmax(logits_k); a sampling request draws from
+ * q = sampler_probs(logits_k) with its RNG and reports q.
+ *
+ * Depth K is the serving setting, independent of γ:
+ *   K ≤ γ: one full block of γ rows runs (the rows attend to one another,
+ *          so the block is never shortened); only slots 0..K-1 are read.
+ *   K > γ: blocks are chained. Block b (b = 1, 2, ...) is [d_{bγ}, MASK ×
+ *          (γ−1)] at positions a+bγ .. a+bγ+γ−1, its first row holding the
+ *          last token drafted by block b−1. Its queries attend to context
+ *          positions 0..a−1, to the rows of every earlier block of this
+ *          proposal (their keys/values as computed in those blocks' own
+ *          passes, at their own positions a..a+bγ−1) and to all rows of
+ *          block b. Its Markov chain starts from d_{bγ}. No block ever sees
+ *          target features for drafted positions (there are none); earlier
+ *          blocks' rows carry the anchor token and what those blocks
+ *          inferred. scripts/make_drafter_fixture.py (dspark_chain) is the
+ *          PyTorch reference of this rule, checked by tests/test_drafter_dspark.c.
+ * All block rows are temporary: the KV cache is truncated back to the
+ * context after every proposal. */
+#ifndef SPECBED_DRAFTER_DSPARK_H
+#define SPECBED_DRAFTER_DSPARK_H
+#include "drafter.h"
+#include "model.h"
+#include "tokenizer.h"
+
+typedef struct {
+    const char *model_dir;   /* the DSpark checkpoint directory (--draft-model) */
+    int max_seqs;            /* sequence slots (default 16) */
+    int max_seq_len;         /* context per slot (default min(target max_position_embeddings, 2048)) */
+    int depth;               /* serving depth, for the startup message only (0 = not known yet) */
+    int quiet;               /* no startup message */
+} dspark_opts;
+
+/* target and target_tok are borrowed and must outlive the drafter. If the
+ * checkpoint directory has a tokenizer.json it must equal the target's. */
+int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *target, const tokenizer *target_tok,
+                          char *err, size_t errlen);
+
+/* The checkpoint's block_size γ (0 if d is not a DSpark drafter). */
+int drafter_dspark_block_size(const drafter *d);
+
+/* Test hook: while set, each propose writes, for its FIRST request, the
+ * Markov-corrected logits (and, if base is not NULL, U_k) behind every draft
+ * to corrected[k * vocab] / base[k * vocab]. NULL = off. */
+void drafter_dspark_set_trace(drafter *d, float *corrected, float *base);
+
+#endif

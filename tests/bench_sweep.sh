@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench_sweep.sh — a depth sweep at tiny scale end to end: `specbed sweep`
+# relaunches `specbed serve` per depth (canary on each cold launch, load per
+# workload × concurrency), then `specbed report` renders it. Checks that the
+# report holds valid PNG and SVG files (magic bytes / XML root), report.md
+# with the recommendation table, and recommendation.json.
+# usage: bench_sweep.sh SPECBED ROOT WORKDIR   (ctest passes these)
+set -euo pipefail
+BIN="$1"; ROOT="$2"; WORK="$3/bench_sweep"
+M="$ROOT/tests/fixtures/qwen3-tied"
+rm -rf "$WORK"; mkdir -p "$WORK"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+fail() { echo "bench_sweep: FAIL: $*" >&2; exit 1; }
+cd "$ROOT"
+W1=code W2=prose
+[ -f workloads/code.jsonl ] && [ -f workloads/prose.jsonl ] || { W1=tests/fixtures/workloads/mixed.jsonl; W2=$W1; }
+
+# The sweep stops every server it launched (and kills them on SIGTERM from
+# timeout); the hard bound keeps a hung server from holding the test.
+timeout --kill-after=15 240 "$BIN" sweep \
+    --launch "$BIN serve --model $M --drafter {drafter} --draft-model $M --depth {depth} --port {port}" \
+    --launch-off "$BIN serve --model $M --port {port}" \
+    --drafters draft --depths 0,1,3 --workloads "$W1,$W2" --concurrency 1,4 \
+    --num-prompts 8 --max-tokens 24 --canary-duration 3 --interval 0.5 --out "$WORK/sweep" \
+    >"$WORK/sweep.txt" 2>&1 || fail "sweep exited $?: $(tail -20 "$WORK/sweep.txt")"
+[ -s "$WORK/sweep/runs.csv" ] && [ -s "$WORK/sweep/sweep.json" ] || fail "sweep wrote no runs.csv / sweep.json"
+nruns=$(($(wc -l <"$WORK/sweep/runs.csv") - 1))
+[ "$nruns" = 12 ] || fail "runs.csv has $nruns runs, want 3 depths × 2 workloads × 2 concurrencies = 12"
+grep -q '"verdict"' "$WORK/sweep/sweep.json" || fail "no canary verdicts in sweep.json"
+
+timeout 120 "$BIN" report "$WORK/sweep" >"$WORK/report.txt" 2>&1 || fail "report exited $?: $(tail -20 "$WORK/report.txt")"
+R="$WORK/sweep/report"
+grep -q "recommended depths" "$WORK/report.txt" || fail "report printed no recommendation"
+for fig in accept_length_vs_depth throughput_vs_depth ttft_vs_depth itl_vs_depth per_position_acceptance \
+           predicted_vs_measured timeline_draft_d1 timeline_draft_d3; do
+  [ -s "$R/$fig.png" ] || fail "no $fig.png"
+  [ "$(head -c 8 "$R/$fig.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$fig.png is not a PNG"
+  [ -s "$R/$fig.svg" ] || fail "no $fig.svg"
+  head -c 400 "$R/$fig.svg" | grep -q "<?xml" || fail "$fig.svg has no XML declaration"
+  grep -q "<svg" "$R/$fig.svg" && tail -c 64 "$R/$fig.svg" | grep -q "</svg>" || fail "$fig.svg has no <svg> root"
+done
+grep -q "^## Recommendation" "$R/report.md" || fail "report.md has no recommendation section"
+grep -Eq '^\| draft \| [a-z.]+ \| [14] \| \*\*[0-9]+\*\* \(' "$R/report.md" || fail "report.md has no recommendation row"
+grep -q "block-size depth 5" "$R/report.md" || fail "report.md lacks the dspark_block_size comparison"
+grep -q '"measured_best_depth"' "$R/recommendation.json" || fail "recommendation.json has no measured best depth"
+grep -q '"predicted_best_depth"' "$R/recommendation.json" || fail "recommendation.json has no predicted best depth"
+echo "bench_sweep: ok ($nruns runs)"

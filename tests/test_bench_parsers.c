@@ -1,0 +1,317 @@
+/* label: bench */
+/* test_bench_parsers.c — the metric sources on fixtures in the servers' real
+ * formats (tests/fixtures/metrics, written by scripts/make_bench_fixtures.py):
+ * vLLM, llama.cpp, specbed and SGLang /metrics, SGLang "Decode batch" log
+ * lines of both generations (and hybrid / PD / iteration variants), interval
+ * arithmetic between two snapshots, the SSE framing, workload JSONL forms,
+ * and the interval CSV round trip. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "interval_csv.h"
+#include "metrics_sglang.h"
+#include "metrics_src.h"
+#include "prom.h"
+#include "sse.h"
+#include "test_util.h"
+#include "workload.h"
+
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+static char *fixture(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/fixtures/metrics/%s", name);
+    char *t = tu_read_file(tu_path(rel), NULL);
+    CHECKF(t != NULL, "cannot read %s", rel);
+    return t;
+}
+
+static void snaps(msrc_kind k, const char *a, const char *b, msnap *sa, msnap *sb) {
+    char *ta = fixture(a), *tb = fixture(b);
+    char err[256];
+    CHECKF(ta && tb && !msnap_parse(k, ta, sa, err, sizeof err), "%s", err);
+    CHECKF(ta && tb && !msnap_parse(k, tb, sb, err, sizeof err), "%s", err);
+    free(ta);
+    free(tb);
+}
+
+static void test_prom(void) {
+    char *t = fixture("vllm_a.txt");
+    if (!t) return;
+    prom_doc d;
+    CHECK(!prom_parse(t, &d, NULL, 0));
+    CHECK(d.n_bad == 0);
+    int n;
+    /* two engines are summed; the _created gauge is a different name */
+    CHECK(NEAR(prom_sum(&d, "vllm:spec_decode_num_drafts_total", NULL, NULL, &n), 150) && n == 2);
+    CHECK(NEAR(prom_sum(&d, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position", "1", &n), 75) && n == 2);
+    CHECK(prom_sum(&d, "vllm:nope", NULL, NULL, &n) == 0 && n == 0);
+    char v[64];
+    CHECK(!prom_label(d.s[0].labels, "model_name", v, sizeof v) && !strcmp(v, "Qwen/Qwen3-8B"));
+    CHECK(prom_label(d.s[0].labels, "position", v, sizeof v) == -1);
+    CHECK(prom_has_prefix(&d, "vllm:") && !prom_has_prefix(&d, "sglang:"));
+    prom_free(&d);
+    free(t);
+    /* escapes, +Inf, junk lines, CRLF, timestamps */
+    const char *odd = "# HELP x y\r\nm{a=\"q\\\"}x\",b=\"2\"} 3 1712345678\r\nnot a metric line\nh_bucket{le=\"+Inf\"} +Inf\n";
+    CHECK(!prom_parse(odd, &d, NULL, 0));
+    CHECK(d.n == 2 && d.n_bad == 1);
+    CHECK(d.n == 2 && NEAR(d.s[0].value, 3) && isinf(d.s[1].value));
+    CHECK(!prom_label(d.s[0].labels, "a", v, sizeof v) && !strcmp(v, "q\"}x"));
+    CHECK(!prom_label(d.s[0].labels, "b", v, sizeof v) && !strcmp(v, "2"));
+    prom_free(&d);
+}
+
+static void test_detect(void) {
+    const char *f[4] = {"vllm_a.txt", "llamacpp_a.txt", "specbed_a.txt", "sglang_metrics.txt"};
+    msrc_kind want[4] = {MSRC_VLLM, MSRC_LLAMACPP, MSRC_SPECBED, MSRC_SGLANG};
+    for (int i = 0; i < 4; i++) {
+        char *t = fixture(f[i]);
+        CHECKF(t && msrc_detect(t) == want[i], "%s detected as %s", f[i], t ? msrc_name(msrc_detect(t)) : "?");
+        free(t);
+    }
+    CHECK(msrc_detect("some_other_metric 1\n") == MSRC_NONE);
+    msrc_kind k;
+    CHECK(!msrc_from_name("llama.cpp", &k) && k == MSRC_LLAMACPP);
+    CHECK(msrc_from_name("tgi", &k) == -1);
+}
+
+static void test_vllm_interval(void) {
+    msnap a, b;
+    snaps(MSRC_VLLM, "vllm_a.txt", "vllm_b.txt", &a, &b);
+    CHECK(a.has_spec && a.n_pos == 3 && NEAR(a.running, 4) && NEAR(a.waiting, 2));
+    iv_row r;
+    msnap_interval(MSRC_VLLM, &a, &b, 10, 15, &r);
+    CHECK(NEAR(r.drafts, 200) && NEAR(r.draft_tokens, 600) && NEAR(r.accepted, 280));
+    CHECKF(NEAR(r.accept_len, 2.4), "vLLM accept length %g, want 1 + 280/200", r.accept_len);
+    CHECK(NEAR(r.accept_rate, 280.0 / 600));
+    CHECK(r.n_pos == 3 && NEAR(r.pos_rate[0], 0.7) && NEAR(r.pos_rate[1], 0.45) && NEAR(r.pos_rate[2], 0.25));
+    /* unconditional per-position rates sum to accept length − 1 */
+    CHECK(NEAR(1 + r.pos_rate[0] + r.pos_rate[1] + r.pos_rate[2], r.accept_len));
+    CHECK(NEAR(r.gen_tps, 1100.0 / 5) && NEAR(r.running, 6) && NEAR(r.waiting, 1));
+    CHECK(r.t_start == 10 && r.t_end == 15);
+    /* a counter going backwards (restart) gives no rates, not garbage */
+    msnap_interval(MSRC_VLLM, &b, &a, 15, 20, &r);
+    CHECK(isnan(r.accept_len) && isnan(r.drafts) && isnan(r.gen_tps));
+    /* no change in drafts: no accept length (an idle interval is not a flag) */
+    msnap_interval(MSRC_VLLM, &a, &a, 0, 1, &r);
+    CHECK(isnan(r.accept_len) && NEAR(r.drafts, 0));
+}
+
+static void test_llamacpp_interval(void) {
+    msnap a, b;
+    snaps(MSRC_LLAMACPP, "llamacpp_a.txt", "llamacpp_b.txt", &a, &b);
+    CHECK(a.has_spec && a.n_pos == 0);
+    iv_row r;
+    msnap_interval(MSRC_LLAMACPP, &a, &b, 0, 2, &r);
+    CHECK(NEAR(r.drafts, 20) && NEAR(r.accept_len, 1 + 440.0 / 20) && NEAR(r.accept_rate, 440.0 / 800));
+    CHECK(r.n_pos == 0 && NEAR(r.gen_tps, 500) && NEAR(r.running, 2) && NEAR(r.waiting, 3));
+}
+
+static void test_specbed_interval(void) {
+    msnap a, b;
+    snaps(MSRC_SPECBED, "specbed_a.txt", "specbed_b.txt", &a, &b);
+    CHECK(a.n_pos == 4 && NEAR(a.steps, 50) && NEAR(a.committed, 150));
+    iv_row r;
+    msnap_interval(MSRC_SPECBED, &a, &b, 0, 4, &r);
+    /* specbed counts verify steps: accept length = committed / steps */
+    CHECKF(NEAR(r.accept_len, 4.0), "specbed accept length %g, want 400/100", r.accept_len);
+    CHECK(NEAR(r.drafts, 100) && NEAR(r.accept_rate, 0.75));
+    CHECK(r.n_pos == 4 && NEAR(r.pos_rate[0], 0.94) && NEAR(r.pos_rate[3], 0.56));
+    CHECK(NEAR(1 + r.pos_rate[0] + r.pos_rate[1] + r.pos_rate[2] + r.pos_rate[3], r.accept_len));
+    mtotals t;
+    msnap_totals(&a, &b, &t);
+    CHECK(NEAR(t.accept_len, 4.0) && t.n_pos == 4);
+}
+
+static void test_sglang_gauges(void) {
+    char *t = fixture("sglang_metrics.txt");
+    msnap s;
+    CHECK(t && !msnap_parse(MSRC_SGLANG, t, &s, NULL, 0));
+    CHECK(s.has_spec && NEAR(s.g_accept_len, 2.63) && NEAR(s.running, 24) && NEAR(s.waiting, 3));
+    iv_row r;
+    msnap_interval(MSRC_SGLANG, &s, &s, 0, 5, &r);
+    CHECK(NEAR(r.accept_len, 2.63) && NEAR(r.accept_rate, 0.54));
+    free(t);
+}
+
+static void test_sglang_lines(void) {
+    sgl_line L;
+    CHECK(sgl_parse_line("[2025-02-27 04:37:31 TP0] Decode batch. #running-req: 8, #token: 68044, token usage: 0.14, "
+                         "accept len: 3.21, gen throughput (token/s): 183.59, #queue-req: 0", &L));
+    CHECK(!L.new_format && L.has_ts && NEAR(L.running, 8) && NEAR(L.tokens, 68044) && NEAR(L.accept_len, 3.21) &&
+          isnan(L.accept_rate) && NEAR(L.gen_tps, 183.59) && NEAR(L.queue, 0));
+    CHECK(sgl_parse_line("[2026-07-04 05:01:36 TP0] Decode batch, #running-req: 12, #full token: 1200, full token usage: "
+                         "0.21, #swa token: 800, swa token usage: 0.35, accept len: 2.00, accept rate: 0.50, cuda graph: "
+                         "True, gen throughput (token/s): 88.10, #queue-req: 0, ", &L));
+    CHECK(L.new_format && NEAR(L.tokens, 1200) && NEAR(L.token_usage, 0.35) && NEAR(L.accept_len, 2.0) &&
+          NEAR(L.accept_rate, 0.5) && NEAR(L.gen_tps, 88.1));
+    CHECK(sgl_parse_line("[2026-07-04 05:01:38 DP0 TP0] Decode batch [4812], #running-req: 5, #token: 9000, token usage: "
+                         "0.05, accept len: 2.85, accept rate: 0.61, pre-allocated usage: 0.10, #prealloc-req: 0, "
+                         "#transfer-req: 1, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 412.00, "
+                         "#queue-req: 0, ", &L));
+    CHECK(NEAR(L.running, 5) && NEAR(L.accept_len, 2.85) && NEAR(L.gen_tps, 412));
+    CHECK(sgl_parse_line("Decode batch, #running-req: 3, #token: 600, token usage: 0.01, cuda graph: True, gen throughput "
+                         "(token/s): 77.70, #queue-req: 0", &L));
+    CHECK(!L.has_ts && isnan(L.accept_len) && NEAR(L.running, 3));
+    CHECK(!sgl_parse_line("[2025-01-07 20:16:02 TP0] Prefill batch. #new-seq: 1, #new-token: 48", &L));
+    CHECK(!sgl_parse_line("INFO: 127.0.0.1 - \"POST /v1/completions HTTP/1.1\" 200 OK", &L));
+    CHECK(!sgl_parse_line("Decode batchXYZ", &L));
+}
+
+typedef struct { iv_row r[32]; int n; } rows_t;
+static void collect(void *ctx, const iv_row *r) {
+    rows_t *c = ctx;
+    if (c->n < 32) c->r[c->n++] = *r;
+}
+
+static void test_sglang_tail(void) {
+    rows_t c = {0};
+    sgl_tail *t;
+    char err[256];
+    CHECK(!sgl_tail_open(&t, tu_path("tests/fixtures/metrics/sglang_old.log"), 0, err, sizeof err));
+    CHECK(sgl_tail_poll(t, 0, 0, collect, &c) == 5 && sgl_tail_eof(t));
+    sgl_tail_close(t);
+    CHECK(c.n == 5);
+    if (c.n == 5) {
+        CHECK(c.r[0].line_no == 2 && isnan(c.r[0].accept_len) && NEAR(c.r[0].running, 8));
+        CHECK(c.r[2].line_no == 5 && NEAR(c.r[2].accept_len, 1.68) && NEAR(c.r[2].waiting, 2));
+        /* offline times come from the timestamps, relative to the first line */
+        CHECK(NEAR(c.r[0].t_end, 0) && NEAR(c.r[1].t_end, 2) && NEAR(c.r[1].t_start, 0) && NEAR(c.r[2].t_end, 4));
+    }
+    c.n = 0;
+    CHECK(!sgl_tail_open(&t, tu_path("tests/fixtures/metrics/sglang_new.log"), 0, err, sizeof err));
+    sgl_tail_poll(t, 0, 0, collect, &c);
+    sgl_tail_close(t);
+    CHECKF(c.n == 7, "new log: %d decode rows, want 7", c.n);
+    if (c.n == 7) {
+        CHECK(c.r[1].line_no == 4 && NEAR(c.r[1].accept_len, 1.92) && NEAR(c.r[1].accept_rate, 0.31));
+        CHECK(NEAR(c.r[2].accept_len, 3.13) && NEAR(c.r[3].accept_len, 2.0) && NEAR(c.r[4].accept_len, 2.85));
+        CHECK(NEAR(c.r[6].accept_len, 4.82));
+    }
+    /* live tail: a growing file, partial last line held back */
+    char path[] = "/tmp/specbed_sgl_tail_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fputs("old line before the run\n", f);
+    fflush(f);
+    CHECK(!sgl_tail_open(&t, path, 1, err, sizeof err));
+    c.n = 0;
+    fputs("[2026-01-01 00:00:00] Decode batch, #running-req: 4, #token: 10, token usage: 0.01, accept len: 1.50, "
+          "gen throughput (token/s): 9.0, #queue-req: 0\n[2026-01-01 00:00:01] Decode batch, #running-req: 4, acc", f);
+    fflush(f);
+    CHECK(sgl_tail_poll(t, 1, 7.5, collect, &c) == 1 && c.n == 1 && NEAR(c.r[0].t_end, 7.5) && NEAR(c.r[0].accept_len, 1.5));
+    CHECK(c.r[0].line_no == 2);   /* the file's own line number, though the tail began at its end */
+    fputs("ept len: 2.50, gen throughput (token/s): 9.0, #queue-req: 0\n", f);
+    fflush(f);
+    CHECK(sgl_tail_poll(t, 1, 9.0, collect, &c) == 1 && c.n == 2 && NEAR(c.r[1].accept_len, 2.5) &&
+          NEAR(c.r[1].t_start, 7.5) && NEAR(c.r[1].t_end, 9.0));
+    sgl_tail_close(t);
+    fclose(f);
+    unlink(path);
+}
+
+typedef struct { char ev[8][64]; int n; } evs_t;
+static void on_ev(void *ctx, const char *d, size_t n) {
+    evs_t *e = ctx;
+    if (e->n < 8) snprintf(e->ev[e->n++], 64, "%.*s", (int)n, d);
+}
+
+static void test_sse(void) {
+    evs_t e = {0};
+    sse_parser p;
+    sse_init(&p, on_ev, &e);
+    const char *s = ": keep-alive\r\n\r\ndata: {\"a\":1}\r\n\r\ndata:x\ndata: y\n\nevent: ping\nid: 3\n\ndata: [DONE]\n\n";
+    /* byte by byte: framing must not depend on how TCP splits the stream */
+    for (size_t i = 0; s[i]; i++) sse_feed(&p, s + i, 1);
+    sse_finish(&p);
+    CHECK(e.n == 3);
+    CHECK(!strcmp(e.ev[0], "{\"a\":1}") && !strcmp(e.ev[1], "x\ny") && !strcmp(e.ev[2], "[DONE]"));
+    sse_free(&p);
+    /* a last event without its blank line still arrives at finish */
+    evs_t e2 = {0};
+    sse_init(&p, on_ev, &e2);
+    sse_feed(&p, "data: tail", 10);
+    sse_finish(&p);
+    CHECK(e2.n == 1 && !strcmp(e2.ev[0], "tail"));
+    sse_free(&p);
+}
+
+static void test_workload(void) {
+    workload *w;
+    char err[256];
+    CHECKF(!workload_load(&w, tu_path("tests/fixtures/workloads/mixed.jsonl"), err, sizeof err), "%s", err);
+    if (!w) return;
+    CHECK(w->n == 4 && !strcmp(w->name, "mixed"));
+    CHECK(!strcmp(w->items[0].id, "p-1") && w->items[0].max_tokens == 16 && w->items[0].n_turns == 1);
+    CHECK(!strcmp(w->items[1].id, "81") && w->items[1].n_turns == 2 && !strncmp(w->items[1].prompt, "Compose", 7));
+    CHECK(!strcmp(w->items[2].prompt, "Hello, who are you?") && !strcmp(w->items[2].id, "mixed-3"));
+    CHECK(w->items[3].n_back == 136 && w->items[3].expected && !strcmp(w->items[3].expected, " amber willow."));
+    CHECK(w->items[0].expected == NULL && w->items[0].n_back == -1);
+    workload_free(w);
+    CHECK(workload_parse(&w, "bad", "{\"prompt\": \"ok\"}\n{\"text\": 1}\n", err, sizeof err) == -1 && strstr(err, "bad:2"));
+    CHECK(workload_parse(&w, "bad", "{\"prompt\": \"ok\"\n", err, sizeof err) == -1 && strstr(err, "not valid JSON"));
+    CHECK(workload_parse(&w, "bad", "{\"prompt\": \"x\", \"max_tokens\": -3}\n", err, sizeof err) == -1 && strstr(err, "max_tokens"));
+    CHECK(workload_parse(&w, "empty", "\n\n", err, sizeof err) == -1 && strstr(err, "no prompts"));
+    CHECK(workload_load(&w, "no-such-workload-name", err, sizeof err) == -1 && strstr(err, "workloads/no-such-workload-name.jsonl"));
+    char path[4096];
+    /* a bare name resolves under workloads/ (cwd is the build dir; the exe's parent holds workloads/) */
+    if (!access(tu_path("workloads/code.jsonl"), R_OK))
+        CHECK(!workload_resolve("code", path, sizeof path) && strstr(path, "code.jsonl"));
+}
+
+static void test_interval_csv(void) {
+    iv_row in[3];
+    for (int i = 0; i < 3; i++) {
+        iv_row_clear(&in[i]);
+        in[i].t_start = i;
+        in[i].t_end = i + 1;
+        in[i].accept_len = 2.5 + i;
+        in[i].running = 4;
+        in[i].inflight = 5;
+    }
+    in[1].n_pos = 2;
+    in[1].pos_rate[0] = 0.9;
+    in[1].pos_rate[1] = 0.6;
+    in[2].line_no = 77;
+    char path[] = "/tmp/specbed_iv_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    char err[256];
+    CHECK(!iv_csv_write(path, in, 3, err, sizeof err));
+    iv_row *out;
+    int n;
+    CHECKF(!iv_csv_read(path, &out, &n, err, sizeof err), "%s", err);
+    CHECK(n == 3);
+    if (n == 3) {
+        CHECK(NEAR(out[2].accept_len, 4.5) && NEAR(out[0].t_end, 1) && isnan(out[0].waiting) && NEAR(out[0].inflight, 5));
+        CHECK(out[1].n_pos == 2 && NEAR(out[1].pos_rate[1], 0.6) && out[0].n_pos == 0 && out[2].line_no == 77);
+    }
+    free(out);
+    FILE *f = fopen(path, "w");
+    fputs("a,b\n1,2\n", f);
+    fclose(f);
+    CHECK(iv_csv_read(path, &out, &n, err, sizeof err) == -1 && strstr(err, "accept_len"));
+    unlink(path);
+}
+
+int main(void) {
+    test_prom();
+    test_detect();
+    test_vllm_interval();
+    test_llamacpp_interval();
+    test_specbed_interval();
+    test_sglang_gauges();
+    test_sglang_lines();
+    test_sglang_tail();
+    test_sse();
+    test_workload();
+    test_interval_csv();
+    return tu_done("test_bench_parsers");
+}
