@@ -198,6 +198,7 @@ int cli_generate(int argc, char **argv) {
     if (n_ids == 0) { fprintf(stderr, "specbed generate: the prompt is empty\n"); goto out; }
     gen_params gp = {.max_tokens = o.max_tokens, .seed = o.seed, .ignore_eos = o.ignore_eos,
                      .sp = {.temperature = o.temperature, .top_p = o.top_p, .top_k = o.top_k}};
+    o.dr.depth = o.depth;   /* for startup messages (DSpark prints it beside its block_size) */
     if (drafter_create(&d, &o.dr, e, err, sizeof err)) {
         fprintf(stderr, "specbed generate: %s\n", err);
         goto out;

@@ -85,6 +85,7 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     s->eos[1] = tok_id(s->e->tok, "<|endoftext|>");
     s->eos[2] = s->im_end;
     s->o.dr.max_seqs = N;
+    s->o.dr.depth = s->o.depth;
     if (drafter_create(&s->d, &s->o.dr, s->e, err, errlen)) goto fail;
     spec_callbacks cb = {0};
     srv_sched_callbacks(s, &cb);

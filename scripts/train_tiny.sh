@@ -58,7 +58,7 @@ run_step() {
     dspark)    (cd scripts && "$PY" train_dspark.py --steps 600 --seed 3) ;;
     draft)     (cd scripts && "$PY" train_draft.py --steps 150 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json") ;;
-    goldens)   (cd scripts && "$PY" make_drafter_goldens.py) ;;
+    goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
     card)      (cd scripts && "$PY" tiny_model_card.py) ;;
   esac
 }
