@@ -1,10 +1,10 @@
 /* cmd_canary.c — `specbed canary`: options, cold launch, calibration, and
  * the offline scans; the checks themselves are canary.c / canary_io.c. */
-#include "bargs.h"
+#include "args.h"
 #include "canary.h"
 #include "commands.h"
 #include "httpc.h"
-#include "launch.h"
+#include "proc_launch.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,16 +59,16 @@ int cmd_canary(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(stdout); return 0; }
-#define VAL() do { if (!(v = ba_value("canary", argc, argv, &i))) return 2; } while (0)
+#define VAL() do { if (!(v = opt_value("canary", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--launch")) { VAL(); launch = v; }
-        else if (!strcmp(a, "--boot-timeout")) { VAL(); if (ba_double("canary", a, v, 1, 86400, &boot_timeout)) return 2; }
-        else if (!strcmp(a, "--duration")) { VAL(); if (ba_double("canary", a, v, 1, 86400, &o.duration_s)) return 2; }
-        else if (!strcmp(a, "--burst")) { VAL(); if (ba_int("canary", a, v, 1, 4096, &o.burst)) return 2; }
-        else if (!strcmp(a, "--threshold")) { VAL(); if (ba_double("canary", a, v, 0, 1000, &threshold)) return 2; threshold_set = 1; }
-        else if (!strcmp(a, "--min-drafts")) { VAL(); if (ba_double("canary", a, v, 0, 1e9, &o.min_drafts)) return 2; }
+        else if (!strcmp(a, "--boot-timeout")) { VAL(); if (opt_double("canary", a, v, 1, 86400, &boot_timeout)) return 2; }
+        else if (!strcmp(a, "--duration")) { VAL(); if (opt_double("canary", a, v, 1, 86400, &o.duration_s)) return 2; }
+        else if (!strcmp(a, "--burst")) { VAL(); if (opt_int("canary", a, v, 1, 4096, &o.burst)) return 2; }
+        else if (!strcmp(a, "--threshold")) { VAL(); if (opt_double("canary", a, v, 0, 1000, &threshold)) return 2; threshold_set = 1; }
+        else if (!strcmp(a, "--min-drafts")) { VAL(); if (opt_double("canary", a, v, 0, 1e9, &o.min_drafts)) return 2; }
         else if (!strcmp(a, "--calibrate")) { VAL(); calib = v; }
         else if (!strcmp(a, "--intervals")) { VAL(); csv = v; }
-        else if (!strcmp(a, "--probes")) { VAL(); if (ba_int("canary", a, v, 1, 64, &o.n_probe)) return 2; }
+        else if (!strcmp(a, "--probes")) { VAL(); if (opt_int("canary", a, v, 1, 64, &o.n_probe)) return 2; }
         else if (!strcmp(a, "--copy-workload")) { VAL(); o.copy_workload = strcmp(v, "none") ? v : ""; }
         else if (!strcmp(a, "--spec-check")) {
             VAL();
@@ -130,21 +130,21 @@ int cmd_canary(int argc, char **argv) {
     }
     if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
     if (http_init(err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
-    srv s = {0};
+    proc s = {0};
     char base[256];
     int rc = 2;
     double t_launch = http_now(), boot_s = NAN;
     if (launch) {
-        srv_guard_signals();
+        proc_guard_signals();
         int port;
         char cmd[8192], logp[1100];
-        if (srv_free_port(&port, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
-        if (srv_expand(launch, port, -1, NULL, NULL, cmd, sizeof cmd)) { fprintf(stderr, "canary: --launch command too long\n"); goto out; }
+        if (proc_free_port(&port, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
+        if (proc_expand(launch, port, -1, NULL, NULL, cmd, sizeof cmd)) { fprintf(stderr, "canary: --launch command too long\n"); goto out; }
         if (!strstr(launch, "{port}")) fprintf(stderr, "canary: warning: --launch has no {port}; assuming the server listens on %d\n", port);
         snprintf(logp, sizeof logp, "%s/server.log", outdir);
-        if (srv_start(&s, cmd, port, logp, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
-        if (http_wait_health(s.base, boot_timeout, srv_alive, &s, err, sizeof err)) {
-            fprintf(stderr, "canary: %s\ncanary: server log tail (%s):\n%s\n", err, logp, srv_log_tail(&s, 1500));
+        if (proc_start(&s, cmd, port, logp, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
+        if (http_wait_health(s.base, boot_timeout, proc_alive, &s, err, sizeof err)) {
+            fprintf(stderr, "canary: %s\ncanary: server log tail (%s):\n%s\n", err, logp, proc_log_tail(&s, 1500));
             goto out;
         }
         boot_s = http_now() - t_launch;
@@ -154,7 +154,7 @@ int cmd_canary(int argc, char **argv) {
     canary_verdict v;
     if (canary_live(&o, base, outdir, &v, err, sizeof err)) {
         fprintf(stderr, "canary: could not run: %s\n", err);
-        if (launch) fprintf(stderr, "canary: server log tail:\n%s\n", srv_log_tail(&s, 1500));
+        if (launch) fprintf(stderr, "canary: server log tail:\n%s\n", proc_log_tail(&s, 1500));
         goto out;
     }
     printf("canary %s\n", v.summary);
@@ -163,7 +163,7 @@ int cmd_canary(int argc, char **argv) {
     printf("canary: evidence in %s\n", outdir);
     rc = v.failed ? 1 : 0;
 out:
-    if (launch) srv_stop(&s);
+    if (launch) proc_stop(&s);
     http_cleanup();
     return rc;
 }

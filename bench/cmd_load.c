@@ -1,7 +1,7 @@
 /* cmd_load.c — `specbed load`: option parsing, running the load generator,
  * writing its outputs, printing the summary. The shared load options live
  * here too (load_cli.h). */
-#include "bargs.h"
+#include "args.h"
 #include "commands.h"
 #include "httpc.h"
 #include "load_cli.h"
@@ -56,7 +56,7 @@ static int parse_goodput(const char *cmd, const char *v, ld_slo *s) {
     for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
         char *c = strchr(tok, ':');
         double ms;
-        if (!c || ba_double(cmd, "--goodput", c + 1, 0.001, 1e9, &ms)) {
+        if (!c || opt_double(cmd, "--goodput", c + 1, 0.001, 1e9, &ms)) {
             fprintf(stderr, "%s: --goodput '%s': expected KEY:MS with KEY ttft, tpot or e2el\n", cmd, v);
             return -1;
         }
@@ -72,7 +72,7 @@ static int parse_goodput(const char *cmd, const char *v, ld_slo *s) {
 int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
     const char *a = argv[*i], *v;
     ld_config *c = &o->c;
-#define VAL() do { if (!(v = ba_value(cmd, argc, argv, i))) return -1; } while (0)
+#define VAL() do { if (!(v = opt_value(cmd, argc, argv, i))) return -1; } while (0)
     if (!strcmp(a, "--url")) { VAL(); c->url = v; }
     else if (!strcmp(a, "--workload")) { VAL(); o->workload = v; }
     else if (!strcmp(a, "--endpoint")) {
@@ -83,9 +83,9 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
     }
     else if (!strcmp(a, "--model")) { VAL(); c->model = v; }
     else if (!strcmp(a, "--api-key")) { VAL(); c->api_key = v; }
-    else if (!strcmp(a, "--num-prompts")) { VAL(); if (ba_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
-    else if (!strcmp(a, "--max-tokens")) { VAL(); if (ba_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
-    else if (!strcmp(a, "--temperature")) { VAL(); if (ba_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
+    else if (!strcmp(a, "--num-prompts")) { VAL(); if (opt_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
+    else if (!strcmp(a, "--max-tokens")) { VAL(); if (opt_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
+    else if (!strcmp(a, "--temperature")) { VAL(); if (opt_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
     else if (!strcmp(a, "--seed")) {
         VAL();
         char *e;
@@ -95,22 +95,22 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
     }
     else if (!strcmp(a, "--no-shuffle")) c->shuffle = 0;
     else if (!strcmp(a, "--ignore-eos")) c->ignore_eos = 1;
-    else if (!strcmp(a, "--concurrency")) { VAL(); if (ba_int(cmd, a, v, 1, 100000, &c->concurrency)) return -1; }
+    else if (!strcmp(a, "--concurrency")) { VAL(); if (opt_int(cmd, a, v, 1, 100000, &c->concurrency)) return -1; }
     else if (!strcmp(a, "--rate")) {
         VAL();
         if (!strcmp(v, "inf")) c->rate = INFINITY;
-        else if (ba_double(cmd, a, v, 1e-6, 1e6, &c->rate)) return -1;
+        else if (opt_double(cmd, a, v, 1e-6, 1e6, &c->rate)) return -1;
     }
-    else if (!strcmp(a, "--burstiness")) { VAL(); if (ba_double(cmd, a, v, 0.01, 1000, &c->burstiness)) return -1; }
-    else if (!strcmp(a, "--max-concurrency")) { VAL(); if (ba_int(cmd, a, v, 1, 100000, &c->max_concurrency)) return -1; }
+    else if (!strcmp(a, "--burstiness")) { VAL(); if (opt_double(cmd, a, v, 0.01, 1000, &c->burstiness)) return -1; }
+    else if (!strcmp(a, "--max-concurrency")) { VAL(); if (opt_int(cmd, a, v, 1, 100000, &c->max_concurrency)) return -1; }
     else if (!strcmp(a, "--profile")) {
         VAL();
         char err[256];
         if (ld_profile_parse(v, &c->profile, err, sizeof err)) { fprintf(stderr, "%s: %s\n", cmd, err); return -1; }
         c->use_profile = 1;
     }
-    else if (!strcmp(a, "--duration")) { VAL(); if (ba_double(cmd, a, v, 0.1, 1e7, &c->duration_s)) return -1; }
-    else if (!strcmp(a, "--interval")) { VAL(); if (ba_double(cmd, a, v, 0.05, 3600, &c->interval_s)) return -1; o->set_interval = 1; }
+    else if (!strcmp(a, "--duration")) { VAL(); if (opt_double(cmd, a, v, 0.1, 1e7, &c->duration_s)) return -1; }
+    else if (!strcmp(a, "--interval")) { VAL(); if (opt_double(cmd, a, v, 0.05, 3600, &c->interval_s)) return -1; o->set_interval = 1; }
     else if (!strcmp(a, "--metrics-source")) {
         VAL();
         if (msrc_from_name(v, &c->msrc)) {
@@ -119,9 +119,9 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
         }
     }
     else if (!strcmp(a, "--sglang-log")) { VAL(); c->sglang_log = v; }
-    else if (!strcmp(a, "--spec-depth")) { VAL(); if (ba_int(cmd, a, v, 0, 64, &c->spec_depth)) return -1; }
-    else if (!strcmp(a, "--logprobs")) { VAL(); if (ba_int(cmd, a, v, 0, 20, &c->logprobs)) return -1; }
-    else if (!strcmp(a, "--request-timeout")) { VAL(); if (ba_double(cmd, a, v, 0.1, 1e6, &c->request_timeout_s)) return -1; }
+    else if (!strcmp(a, "--spec-depth")) { VAL(); if (opt_int(cmd, a, v, 0, 64, &c->spec_depth)) return -1; }
+    else if (!strcmp(a, "--logprobs")) { VAL(); if (opt_int(cmd, a, v, 0, 20, &c->logprobs)) return -1; }
+    else if (!strcmp(a, "--request-timeout")) { VAL(); if (opt_double(cmd, a, v, 0.1, 1e6, &c->request_timeout_s)) return -1; }
     else if (!strcmp(a, "--percentiles")) {
         VAL();
         char err[256];

@@ -1,6 +1,6 @@
 /* cmd_report.c — `specbed report DIR`: options, then report_data.c
  * (load + recommend), report_plot.c (gnuplot), report_md.c (text). */
-#include "bargs.h"
+#include "args.h"
 #include "commands.h"
 #include "load_out.h"
 #include "report.h"
@@ -31,10 +31,10 @@ int cmd_report(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(stdout); return 0; }
-        if (!strcmp(a, "--out")) { if (!(v = ba_value("report", argc, argv, &i))) return 2; out = v; }
-        else if (!strcmp(a, "--cost-table")) { if (!(v = ba_value("report", argc, argv, &i))) return 2; cost = v; }
+        if (!strcmp(a, "--out")) { if (!(v = opt_value("report", argc, argv, &i))) return 2; out = v; }
+        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value("report", argc, argv, &i))) return 2; cost = v; }
         else if (!strcmp(a, "--block-size")) {
-            if (!(v = ba_value("report", argc, argv, &i)) || ba_int("report", a, v, 1, 64, &bs)) return 2;
+            if (!(v = opt_value("report", argc, argv, &i)) || opt_int("report", a, v, 1, 64, &bs)) return 2;
         } else if (a[0] == '-') { fprintf(stderr, "report: unknown option '%s' (see specbed report --help)\n", a); return 2; }
         else if (!dir) dir = a;
         else { fprintf(stderr, "report: one sweep directory only ('%s')\n", a); return 2; }

@@ -15,31 +15,15 @@
  * tokens per request, a per-request overhead T0 — prefill and queueing,
  * taken as the mean TTFT of the speculation-off run):
  *   tok/s = c · N ÷ (T0 + (N − 1) · step ÷ E(k))
- * cost() comes from a cost table: spec/cost_table.h's JSON
- *   {"rows": [...], "seconds_per_step": [...], "draft_seconds_per_token": S, ...}
- * (written by `specbed profile`), bench_engine's CSV (forward_ms rows: batch ×
- * rows_per_seq), or — when none is given — points measured by the sweep
- * itself: for a run at depth k and concurrency c, step = accept length ×
- * mean TPOT at rows = c(k+1) (drafting included, so S = 0). Between points
- * the cost is linear; past the ends it extrapolates from the two nearest. */
+ * cost() is the one cost curve (common/cost_curve.h, the same the verify
+ * policies use): a `specbed profile` JSON, bench_engine's CSV, or — when
+ * none is given — points measured by the sweep itself: for a run at depth
+ * k and concurrency c, step = accept length × mean TPOT at rows = c(k+1)
+ * (drafting included, so S = 0). */
 #ifndef SPECBED_BENCH_RECOMMEND_H
 #define SPECBED_BENCH_RECOMMEND_H
 #include <stddef.h>
-
-#define RC_MAX_POINTS 256
-
-typedef struct {
-    int n;
-    double rows[RC_MAX_POINTS];       /* ascending */
-    double sec[RC_MAX_POINTS];        /* seconds per step */
-    double draft_s_per_token;         /* 0 = included in sec / not measured */
-    char source[512];
-} rc_cost;
-
-int    rc_cost_load(rc_cost *t, const char *path, char *err, size_t errlen);
-/* From unordered points; duplicate rows are averaged. */
-void   rc_cost_from_points(rc_cost *t, const double *rows, const double *sec, int n, const char *source);
-double rc_cost_at(const rc_cost *t, double rows);
+#include "cost_curve.h"
 
 /* E(k) from unconditional per-position rates p[0..n-1]; positions past n
  * count as 0 (nothing known is not assumed accepted). */
@@ -51,7 +35,7 @@ typedef struct {
     double e_k, step_s, tps;
 } rc_pred;
 /* n_out ≤ 1 or overhead_s NaN: the decode-only form. */
-rc_pred rc_predict(const rc_cost *t, const double *p, int n, int k, int concurrency, double n_out, double overhead_s);
+rc_pred rc_predict(const cost_curve *t, const double *p, int n, int k, int concurrency, double n_out, double overhead_s);
 
 /* Index of the largest value (ties: the smaller index, i.e. the shallower
  * depth when v is ordered by depth); NaN entries are skipped; -1 when none. */

@@ -155,10 +155,10 @@ static const rp_cell *cell(const rp_sweep *s, const char *dr, int depth, const c
 
 /* Step seconds measured by the sweep for one drafter: accept length × mean
  * TPOT at rows = c(k+1) (depth 0: TPOT at rows = c). */
-static void measured_cost(const rp_sweep *s, const char *dr, rc_cost *t) {
-    double rows[RC_MAX_POINTS], sec[RC_MAX_POINTS];
+static void measured_cost(const rp_sweep *s, const char *dr, cost_curve *t) {
+    double rows[COST_MAX_POINTS], sec[COST_MAX_POINTS];
     int n = 0;
-    for (int i = 0; i < s->n_cells && n < RC_MAX_POINTS; i++) {
+    for (int i = 0; i < s->n_cells && n < COST_MAX_POINTS; i++) {
         const rp_cell *c = &s->cells[i];
         if (strcmp(c->drafter, dr) && strcmp(c->drafter, "none")) continue;
         double al = c->depth == 0 ? 1.0 : c->al;
@@ -168,15 +168,15 @@ static void measured_cost(const rp_sweep *s, const char *dr, rc_cost *t) {
     }
     char src[200];
     snprintf(src, sizeof src, "measured by this sweep (%s): accept length x mean TPOT at rows = concurrency x (depth+1)", dr);
-    rc_cost_from_points(t, rows, sec, n, src);
+    cost_curve_from_points(t, rows, sec, n, src);
 }
 
 int rp_recommend(rp_sweep *s, const char *cost_path, char *err, size_t errlen) {
-    rc_cost given;
+    cost_curve given;
     int have_given = 0;
     const char *cp = cost_path ? cost_path : s->cost_table[0] ? s->cost_table : NULL;
     if (cp) {
-        if (rc_cost_load(&given, cp, err, errlen)) return -1;
+        if (cost_curve_load(&given, cp, err, errlen)) return -1;
         have_given = 1;
     }
     int cap = s->n_cells + 1;
@@ -184,9 +184,9 @@ int rp_recommend(rp_sweep *s, const char *cost_path, char *err, size_t errlen) {
     if (!s->recs) return errf(err, errlen, "out of memory");
     for (int d = 0; d < s->n_drafters; d++) {
         const char *dr = s->drafters[d];
-        rc_cost meas;
+        cost_curve meas;
         measured_cost(s, dr, &meas);
-        const rc_cost *cost = have_given ? &given : &meas;
+        const cost_curve *cost = have_given ? &given : &meas;
         /* one recommendation per (workload, conc) that this drafter ran */
         for (int i = 0; i < s->n_cells; i++) {
             const rp_cell *c0 = &s->cells[i];

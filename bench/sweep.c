@@ -5,13 +5,13 @@
  * outputs) and summarised in OUT/runs.csv; OUT/sweep.json is the manifest
  * `specbed report` reads. Depth 0 (speculation off) is launched once and
  * serves as every drafter's baseline. */
-#include "bargs.h"
+#include "args.h"
 #include "canary.h"
 #include "commands.h"
 #include "csv_row.h"
 #include "errmsg.h"
 #include "httpc.h"
-#include "launch.h"
+#include "proc_launch.h"
 #include "load_cli.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -215,7 +215,7 @@ static int run_sweep(sweep_opts *o) {
     cJSON *launches = cJSON_GetObjectItemCaseSensitive(man, "launches");
     snprintf(p, sizeof p, "%s/sweep.json", o->out);
     ld_write_json(p, man, NULL, 0);
-    srv_guard_signals();
+    proc_guard_signals();
     char calib_dir[1700] = "";
     int auto_cal = o->canary_calibrate && !strcmp(o->canary_calibrate, "auto");
     if (o->canary_calibrate && strcmp(o->canary_calibrate, "auto") && strcmp(o->canary_calibrate, "none"))
@@ -247,11 +247,11 @@ static int run_sweep(sweep_opts *o) {
             int port;
             char cmd[8192], logp[1600];
             const char *tmpl = depth == 0 && o->launch_off ? o->launch_off : o->launch;
-            srv s = {0};
+            proc s = {0};
             const char *dargs = "";
             for (int k = 0; k < o->n_dargs; k++) if (!strcmp(o->dargs_name[k], drafter)) dargs = o->dargs_val[k];
-            if (srv_free_port(&port, err, sizeof err) ||
-                srv_expand(tmpl, port, depth, drafter, dargs, cmd, sizeof cmd)) {
+            if (proc_free_port(&port, err, sizeof err) ||
+                proc_expand(tmpl, port, depth, drafter, dargs, cmd, sizeof cmd)) {
                 fprintf(stderr, "sweep: %s: cannot prepare the launch command\n", label);
                 cJSON_AddStringToObject(L, "error", "cannot prepare the launch command");
                 n_fail_launch++;
@@ -261,11 +261,11 @@ static int run_sweep(sweep_opts *o) {
             snprintf(logp, sizeof logp, "%s/server.log", dir);
             fprintf(stderr, "sweep: [%d/%d] %s: %s\n", li, n_launch, label, cmd);
             double tl = http_now();
-            if (srv_start(&s, cmd, port, logp, err, sizeof err) ||
-                http_wait_health(s.base, o->boot_timeout, srv_alive, &s, err, sizeof err)) {
-                fprintf(stderr, "sweep: %s: %s\nsweep: server log tail (%s):\n%s\n", label, err, logp, srv_log_tail(&s, 1200));
+            if (proc_start(&s, cmd, port, logp, err, sizeof err) ||
+                http_wait_health(s.base, o->boot_timeout, proc_alive, &s, err, sizeof err)) {
+                fprintf(stderr, "sweep: %s: %s\nsweep: server log tail (%s):\n%s\n", label, err, logp, proc_log_tail(&s, 1200));
                 cJSON_AddStringToObject(L, "error", err);
-                srv_stop(&s);
+                proc_stop(&s);
                 n_fail_launch++;
                 snprintf(p, sizeof p, "%s/sweep.json", o->out);
                 ld_write_json(p, man, NULL, 0);
@@ -375,7 +375,7 @@ static int run_sweep(sweep_opts *o) {
                         ld_result_free(res);
                         n_runs++;
                     }
-            srv_stop(&s);
+            proc_stop(&s);
             cJSON_AddNumberToObject(L, "server_exit", s.exit_status);
             if (depth > 0 && content_clean && !isnan(run_min)) prev_min[dr] = run_min;
             snprintf(p, sizeof p, "%s/sweep.json", o->out);
@@ -414,13 +414,13 @@ int cmd_sweep(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(stdout); return 0; }
-#define VAL() do { if (!(v = ba_value("sweep", argc, argv, &i))) return 2; } while (0)
+#define VAL() do { if (!(v = opt_value("sweep", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--launch")) { VAL(); o.launch = v; }
         else if (!strcmp(a, "--launch-off")) { VAL(); o.launch_off = v; }
-        else if (!strcmp(a, "--depths")) { VAL(); if (ba_int_list("sweep", a, v, 0, 64, o.depths, SW_MAX, &o.n_depths)) return 2; }
-        else if (!strcmp(a, "--workloads")) { VAL(); if (ba_str_list("sweep", a, v, o.wbuf, sizeof o.wbuf, o.workloads, SW_MAX, &o.n_workloads)) return 2; }
-        else if (!strcmp(a, "--concurrency")) { VAL(); if (ba_int_list("sweep", a, v, 1, 100000, o.conc, SW_MAX, &o.n_conc)) return 2; }
-        else if (!strcmp(a, "--drafters")) { VAL(); if (ba_str_list("sweep", a, v, o.dbuf, sizeof o.dbuf, o.drafters, SW_MAX, &o.n_drafters)) return 2; }
+        else if (!strcmp(a, "--depths")) { VAL(); if (opt_int_list("sweep", a, v, 0, 64, o.depths, SW_MAX, &o.n_depths)) return 2; }
+        else if (!strcmp(a, "--workloads")) { VAL(); if (opt_str_list("sweep", a, v, o.wbuf, sizeof o.wbuf, o.workloads, SW_MAX, &o.n_workloads)) return 2; }
+        else if (!strcmp(a, "--concurrency")) { VAL(); if (opt_int_list("sweep", a, v, 1, 100000, o.conc, SW_MAX, &o.n_conc)) return 2; }
+        else if (!strcmp(a, "--drafters")) { VAL(); if (opt_str_list("sweep", a, v, o.dbuf, sizeof o.dbuf, o.drafters, SW_MAX, &o.n_drafters)) return 2; }
         else if (!strcmp(a, "--drafter-args")) {
             VAL();
             const char *eq = strchr(v, '=');
@@ -432,13 +432,13 @@ int cmd_sweep(int argc, char **argv) {
             o.dargs_name[o.n_dargs] = o.dargs_buf[o.n_dargs];
             o.dargs_val[o.n_dargs++] = eq + 1;
         }
-        else if (!strcmp(a, "--repeats")) { VAL(); if (ba_int("sweep", a, v, 1, 1000, &o.repeats)) return 2; }
+        else if (!strcmp(a, "--repeats")) { VAL(); if (opt_int("sweep", a, v, 1, 1000, &o.repeats)) return 2; }
         else if (!strcmp(a, "--no-canary")) o.canary = 0;
-        else if (!strcmp(a, "--canary-duration")) { VAL(); if (ba_double("sweep", a, v, 1, 86400, &o.canary_duration)) return 2; }
-        else if (!strcmp(a, "--canary-threshold")) { VAL(); if (ba_double("sweep", a, v, 0, 1000, &o.canary_threshold)) return 2; }
+        else if (!strcmp(a, "--canary-duration")) { VAL(); if (opt_double("sweep", a, v, 1, 86400, &o.canary_duration)) return 2; }
+        else if (!strcmp(a, "--canary-threshold")) { VAL(); if (opt_double("sweep", a, v, 0, 1000, &o.canary_threshold)) return 2; }
         else if (!strcmp(a, "--canary-calibrate")) { VAL(); o.canary_calibrate = v; }
-        else if (!strcmp(a, "--boot-timeout")) { VAL(); if (ba_double("sweep", a, v, 1, 86400, &o.boot_timeout)) return 2; }
-        else if (!strcmp(a, "--block-size")) { VAL(); if (ba_int("sweep", a, v, 1, 64, &o.block_size)) return 2; bs_set = 1; }
+        else if (!strcmp(a, "--boot-timeout")) { VAL(); if (opt_double("sweep", a, v, 1, 86400, &o.boot_timeout)) return 2; }
+        else if (!strcmp(a, "--block-size")) { VAL(); if (opt_int("sweep", a, v, 1, 64, &o.block_size)) return 2; bs_set = 1; }
         else if (!strcmp(a, "--drafter-config")) { VAL(); dcfg = v; }
         else if (!strcmp(a, "--cost-table")) { VAL(); o.cost_table = v; }
         else if (!strcmp(a, "--workload") || !strcmp(a, "--url")) {

@@ -5,36 +5,15 @@
  * (the forward is batch-invariant). This is the reference that speculative
  * decoding must reproduce token for token.
  *
- * Ownership: gen_engine owns the model, tokenizer, KV cache and forward
- * context it creates; gen_result arrays are owned by the caller after
- * gen_run returns (gen_results_free). */
+ * Ownership: gen_result arrays are owned by the caller after gen_run
+ * returns (gen_results_free). The engine is borrowed. */
 #ifndef SPECBED_GENERATE_H
 #define SPECBED_GENERATE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "forward.h"
+#include "engine.h"
 #include "sampler.h"
-#include "tokenizer.h"
 
-typedef struct {
-    const char *model_dir;
-    int max_batch_rows;    /* rows per forward (prefill chunk budget), default 64 */
-    int page_size;         /* KV page size in tokens, default 16 */
-    int n_pages;           /* KV pool size, default enough for max_seqs × max_seq_len */
-    int max_seqs;          /* default 16 */
-    int max_seq_len;       /* default min(max_position_embeddings, 2048) */
-} gen_engine_opts;
-
-typedef struct {
-    model *m;
-    tokenizer *tok;
-    kv_cache *kv;
-    fwd_ctx *fwd;
-    gen_engine_opts opts;
-} gen_engine;
-
-int  gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, size_t errlen);
-void gen_engine_free(gen_engine *e);
 
 typedef struct {
     int max_tokens;
@@ -64,7 +43,5 @@ int gen_run(gen_engine *e, const int *const *prompts, const int *n_prompt, int n
             const gen_params *gp, gen_token_cb cb, void *user, gen_result *results,
             gen_timing *timing, char *err, size_t errlen);
 void gen_results_free(gen_result *r, int n);
-
-double gen_now(void);   /* monotonic seconds */
 
 #endif

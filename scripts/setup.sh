@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 APT_PKGS=(build-essential cmake pkg-config
-  libcjson-dev libcsv-dev libpcre2-dev libopenblas-dev libomp-dev
+  libcjson-dev libcsv-dev libpcre2-dev libomp-dev
   libmicrohttpd-dev libcurl4-openssl-dev gnuplot-nox
   prometheus curl python3-venv)
 

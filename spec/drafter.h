@@ -1,8 +1,8 @@
 /* drafter.h — the one interface every drafter implements (DESIGN §5).
  * The decoding loop calls only these operations; it never knows which
  * drafter runs. A drafter keeps per-sequence state in slots 0..max_seqs-1
- * and its own counters; the loop fills the "accepted" counters, the drafter
- * its drafting time.
+ * only; what was drafted and accepted is counted by the speculative step
+ * (spec_metrics.h), which alone sees the verification outcome.
  *
  * Lifecycle per sequence: begin (the prompt is known and prefilled in the
  * target) → repeated propose / accept → release. Every proposed token is
@@ -14,25 +14,8 @@
 #define SPECBED_DRAFTER_H
 #include <stddef.h>
 #include "sampler.h"
+#include "spec_metrics.h"   /* SPEC_MAX_DEPTH */
 
-#define SPEC_MAX_DEPTH 16
-
-typedef struct {
-    long drafts;                          /* propose results with k ≥ 1 */
-    long drafted_tokens;                  /* Σ k proposed and verified */
-    long accepted_tokens;                 /* Σ drafts accepted */
-    long steps;                           /* verify steps (sequence × step) */
-    long committed_tokens;                /* Σ tokens committed by verify steps (bonus included) */
-    long drafted_at[SPEC_MAX_DEPTH];      /* drafts that reached position i (0-based) */
-    long accepted_at[SPEC_MAX_DEPTH];     /* drafts accepted at position i */
-    long empty_proposals;                 /* propose returned k = 0 */
-    long unverified_tokens;               /* drafted, then left out by the verify scheduler */
-    double pred_survival_at[SPEC_MAX_DEPTH]; /* Σ predicted survival Π_{j≤i} conf_j over verified
-                                                drafts reaching i (confidence heads only): ÷
-                                                drafted_at[i] vs accepted_at[i] ÷ drafted_at[i]
-                                                is the head's calibration */
-    double draft_s;                       /* wall time inside propose/accept */
-} drafter_counters;
 
 /* One sequence's request to the drafter and its answer. */
 typedef struct {
@@ -84,7 +67,6 @@ typedef struct {
 
 struct drafter {
     const drafter_ops *ops;
-    drafter_counters counters;
     int vocab_size;
     /* target layer taps this drafter wants in spec_accept.hidden / begin */
     int tap_layers[8];

@@ -8,7 +8,7 @@
 #include "drafter_mtp.h"
 #include "drafter_ngram.h"
 #include "errmsg.h"
-#include "spec_decode.h"
+#include "spec_run.h"
 
 int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *err, size_t errlen) {
     *out = NULL;
@@ -40,14 +40,14 @@ void drafter_free(drafter *d) {
     if (d) d->ops->free(d);
 }
 
-void drafter_print_stats(FILE *f, const drafter *d, int depth) {
-    const drafter_counters *c = &d->counters;
+void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *counters, int depth) {
+    spec_rates c = spec_rates_between(NULL, counters);
     fprintf(f, "drafter %s, depth %d: %ld drafts, %ld drafted, %ld accepted, %ld empty proposals, "
-            "%ld drafted but not verified (scheduler)\n", d->ops->name, depth, c->drafts, c->drafted_tokens,
-            c->accepted_tokens, c->empty_proposals, c->unverified_tokens);
+            "%ld drafted but not verified (verify policy)\n", d->ops->name, depth, c.drafts, c.drafted_tokens,
+            c.accepted_tokens, c.empty_proposals, c.unverified_tokens);
     fprintf(f, "accept length %.3f (committed per verify step, bonus included), acceptance rate %.3f\n",
-            spec_accept_length(c), spec_acceptance_rate(c));
+            c.accept_length, c.acceptance_rate);
     fprintf(f, "per-position acceptance:");
-    for (int i = 0; i < depth && i < SPEC_MAX_DEPTH; i++) fprintf(f, " %.3f", spec_position_rate(c, i));
+    for (int i = 0; i < depth && i < SPEC_MAX_DEPTH; i++) fprintf(f, " %.3f", c.position_rate[i]);
     fprintf(f, "\n");
 }

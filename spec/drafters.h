@@ -3,7 +3,7 @@
 #ifndef SPECBED_DRAFTERS_H
 #define SPECBED_DRAFTERS_H
 #include "drafter.h"
-#include "generate.h"
+#include "engine.h"
 #include <stdio.h>
 
 typedef struct {
@@ -23,7 +23,7 @@ typedef struct {
 int drafter_create(drafter **out, const drafter_opts *o, gen_engine *target, char *err, size_t errlen);
 void drafter_free(drafter *d);
 
-/* Prints the drafter's statistics (the llama.cpp/vLLM set) to f. */
-void drafter_print_stats(FILE *f, const drafter *d, int depth);
+/* Prints a run's speculative statistics (the llama.cpp/vLLM set) to f. */
+void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *c, int depth);
 
 #endif

@@ -26,7 +26,7 @@ struct spec_batch {
     int default_depth, n_slots, V, H, n_taps, budget;
     int eos[3];                 /* config eos, <|endoftext|>, <|im_end|> (-1 if absent), looked up once */
     spec_callbacks cb;
-    spec_scheduler sched;
+    spec_verify_hook verify;
     req *r;                     /* [n_slots] */
     /* per-step scratch, sized for budget rows / n_slots requests */
     fwd_span *spans;
@@ -37,6 +37,7 @@ struct spec_batch {
     spec_proposal *props;
     spec_accept *accs;
     spec_batch_stats st;
+    spec_counters ctr;          /* the spec metrics (spec_metrics.h): written here only */
     int fault_on;
     spec_fault fault;
     rng_state fault_rng;
@@ -117,9 +118,9 @@ void spec_batch_free(spec_batch *b) {
     free(b);
 }
 
-void spec_batch_set_scheduler(spec_batch *b, const spec_scheduler *s) {
-    if (s) b->sched = *s;
-    else memset(&b->sched, 0, sizeof b->sched);
+void spec_batch_set_verify_hook(spec_batch *b, const spec_verify_hook *s) {
+    if (s) b->verify = *s;
+    else memset(&b->verify, 0, sizeof b->verify);
 }
 
 void spec_batch_set_fault(spec_batch *b, const spec_fault *f) {
@@ -166,7 +167,7 @@ int spec_batch_add(spec_batch *b, const int *prompt, int n, const spec_req_param
     q->p = *p;
     rng_seed(&q->rng, p->seed);
     q->live = 1;
-    if (b->sched.reset) b->sched.reset(b->sched.ctx, s);
+    if (b->verify.reset) b->verify.reset(b->verify.ctx, s);
     *slot = s;
     return 0;
 }
@@ -195,6 +196,7 @@ long spec_batch_tokens_in_kv(const spec_batch *b) {
 }
 
 const spec_batch_stats *spec_batch_get_stats(const spec_batch *b) { return &b->st; }
+const spec_counters *spec_batch_counters(const spec_batch *b) { return &b->ctr; }
 
 /* Commits tokens[0..n) to request s, delivering each with its logits row;
  * stops at EOS, max_tokens or the context limit. Returns 1 if it finished. */
@@ -258,7 +260,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         if (nd) {
             double td = gen_now();
             int rc = d->ops->propose(d, tmp, nd, err, errlen);
-            d->counters.draft_s += gen_now() - td;
+            b->ctr.draft_s += gen_now() - td;
             if (rc) return -1;
         }
         for (int i = nd; i < np; i++) tmp[i].k = 0;
@@ -273,8 +275,8 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
                                 d->ops->name, pr->draft[r], V);
         }
         for (int i = 0; i < np; i++) b->k_proposed[i] = tmp[i].k;
-        if (b->sched.choose) {
-            b->sched.choose(b->sched.ctx, tmp, nd);
+        if (b->verify.choose) {
+            b->verify.choose(b->verify.ctx, tmp, nd);
             for (int i = 0; i < nd; i++)
                 if (tmp[i].k < 0 || tmp[i].k > tmp[i].max_k) tmp[i].k = tmp[i].max_k < 0 ? 0 : tmp[i].max_k;
         }
@@ -366,7 +368,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
             if (d && q->depth > 0) {
                 double td = gen_now();
                 int rc = d->ops->begin(d, s, q->tokens, q->n_tokens, q->prompt_taps, err, errlen);
-                d->counters.draft_s += gen_now() - td;
+                b->ctr.draft_s += gen_now() - td;
                 if (rc) return -1;
                 q->begun = 1;
             }
@@ -393,7 +395,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         b->st.verify_seq_steps++;
         b->st.committed += a + 1;
         if (d && q->begun) {
-            drafter_counters *c = &d->counters;
+            spec_counters *c = &b->ctr;
             c->steps++;
             c->committed_tokens += a + 1;
             if (pr->k > 0) {
@@ -410,7 +412,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
                 c->empty_proposals++;
             }
             c->unverified_tokens += b->k_proposed[b->span_verify[k]] - pr->k;
-            if (b->sched.observe) b->sched.observe(b->sched.ctx, pr, a);
+            if (b->verify.observe) b->verify.observe(b->verify.ctx, pr, a);
         }
         int done = commit(b, s, ct, lg, a + 1, &why);
         if (d && q->begun && !done)
@@ -423,9 +425,9 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     if (d && na) {
         double td = gen_now();
         d->ops->accept(d, b->accs, na);
-        d->counters.draft_s += gen_now() - td;
+        b->ctr.draft_s += gen_now() - td;
     }
-    b->st.draft_s = d ? d->counters.draft_s : 0;
+    b->st.draft_s = d ? b->ctr.draft_s : 0;
     b->st.step_s += gen_now() - t_step;
     return 0;
 }

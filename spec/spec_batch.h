@@ -38,7 +38,8 @@ typedef struct {
     void (*on_finish)(void *user, int slot, spec_finish why, int n_generated);
 } spec_callbacks;
 
-/* Decides how many of each request's proposed drafts to verify (DESIGN §6):
+/* The verify policy's hook (verify_policy.h implements the policies):
+ * decides how many of each request's proposed drafts to verify (DESIGN §6);
  * may only lower props[i].k, and must decide from confidences and the
  * drafter's statistics, never from the draft tokens' identity (peeking at
  * a sampled draft before admitting it would bias the output). NULL = verify
@@ -50,7 +51,7 @@ typedef struct {
     void (*observe)(void *ctx, const spec_proposal *prop, int n_accepted);
     /* A new request took this slot: forget what was learned about the old one. */
     void (*reset)(void *ctx, int slot);
-} spec_scheduler;
+} spec_verify_hook;
 
 typedef struct spec_batch spec_batch;
 
@@ -69,7 +70,7 @@ typedef struct {
 int  spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_depth,
                        const spec_callbacks *cb, char *err, size_t errlen);
 void spec_batch_free(spec_batch *b);   /* cancels anything still running */
-void spec_batch_set_scheduler(spec_batch *b, const spec_scheduler *s);
+void spec_batch_set_verify_hook(spec_batch *b, const spec_verify_hook *s);
 void spec_batch_set_fault(spec_batch *b, const spec_fault *f);   /* NULL = off */
 
 /* Admits a request; *slot identifies it in callbacks. Fails (without side
@@ -96,5 +97,8 @@ typedef struct {
     double forward_s, draft_s, verify_s, step_s;
 } spec_batch_stats;
 const spec_batch_stats *spec_batch_get_stats(const spec_batch *b);
+/* The speculative counters of every request this batch verified, since it
+ * was created (spec_metrics.h: rates come from spec_rates_between). */
+const spec_counters *spec_batch_counters(const spec_batch *b);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "drafters.h"
-#include "spec_decode.h"
+#include "spec_run.h"
 #include "test_util.h"
 
 typedef struct {
@@ -162,15 +162,17 @@ static inline long dt_lossless(gen_engine *e, const drafter_opts *dopt, const ch
         CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
     for (int di = 0; di < n_depths; di++) {
         int depth = depths[di];
-        memset(&d->counters, 0, sizeof d->counters);
+        spec_counters cnt = {0};
         for (int bi = 0; bi < n_batches; bi++) {
             int B = batches[bi];
             for (int start = 0; start + B <= np; start += B) {
                 spec_params sp = {.gen = gp, .depth = depth};
-                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, NULL, err, sizeof err)) {
+                spec_timing tm;
+                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err)) {
                     CHECKF(0, "%s depth %d batch %d: %s", label, depth, B, err);
                     continue;
                 }
+                spec_counters_add(&cnt, &tm.counters);
                 for (int i = 0; i < B; i++) {
                     const gen_result *r = &ref[start + i];
                     CHECKF(out[i].n_tokens == r->n_tokens &&
@@ -181,9 +183,9 @@ static inline long dt_lossless(gen_engine *e, const drafter_opts *dopt, const ch
                 gen_results_free(out, B);
             }
         }
-        const drafter_counters *k = &d->counters;
+        const spec_counters *k = &cnt;
         printf("%s depth %d: drafted %ld, accepted %ld, accept length %.2f\n", label, depth, k->drafted_tokens,
-               k->accepted_tokens, spec_accept_length(k));
+               k->accepted_tokens, spec_rates_between(NULL, k).accept_length);
         CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", label, depth);
         CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; the acceptance path never ran", label, depth);
         CHECK(k->committed_tokens == k->steps + k->accepted_tokens);
@@ -217,12 +219,15 @@ static inline void dt_sampling(gen_engine *e, const drafter_opts *dopt, const ch
     }
     drafter *d = NULL;
     if (drafter_create(&d, dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", label, err); goto out; }
+    spec_counters cnt = {0};
     for (int s = 0; s < seeds; s++) {
         gen_result r;
+        spec_timing tm;
         spec_params sp = {.gen = gp, .depth = depth};
         sp.gen.seed = 7777777ull + 31ull * (unsigned)s;   /* independent of the reference's draws */
         sp.gen.max_tokens = depth + 3;                    /* the first verify step drafts `depth` */
-        if (spec_run(e, d, &prompt, &plen, 1, &sp, NULL, NULL, &r, NULL, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+        if (spec_run(e, d, &prompt, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+        spec_counters_add(&cnt, &tm.counters);
         on[r.tokens[1]]++;
         on[V + r.tokens[2]]++;
         gen_results_free(&r, 1);
@@ -234,7 +239,7 @@ static inline void dt_sampling(gen_engine *e, const drafter_opts *dopt, const ch
         CHECKF(x2 < tu_chi2_crit(dof), "%s token %d: chi2 %.1f > %.1f (dof %d)", label, t + 2, x2, tu_chi2_crit(dof), dof);
         printf("%s sampling token %d: chi2 %.1f, dof %d, critical %.1f\n", label, t + 2, x2, dof, tu_chi2_crit(dof));
     }
-    const drafter_counters *c = &d->counters;
+    const spec_counters *c = &cnt;
     printf("%s sampling: drafted %ld, accepted %ld\n", label, c->drafted_tokens, c->accepted_tokens);
     CHECKF(c->accepted_tokens > 0 && c->accepted_tokens < c->drafted_tokens,
            "%s sampling: drafted %ld accepted %ld; both the accept and the reject path must run", label,

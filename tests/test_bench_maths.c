@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "canary_checks.h"
-#include "launch.h"
+#include "proc_launch.h"
 #include "load.h"
 #include "load_out.h"
 #include "load_shape.h"
@@ -273,18 +273,18 @@ static void test_recommend(void) {
     for (int k = 0; k <= 4; k++) CHECK(NEAR(rc_expected(p, 4, k), rc_expected_cond(alpha, 4, k)));
     CHECK(NEAR(rc_expected(p, 4, 0), 1) && NEAR(rc_expected(p, 4, 2), 1 + 0.9 + 0.72));
     CHECK(NEAR(rc_expected(p, 4, 6), rc_expected(p, 4, 4)));    /* unknown positions add nothing */
-    rc_cost t;
+    cost_curve t;
     double rows[4] = {4, 1, 2, 2}, sec[4] = {0.016, 0.010, 0.011, 0.013};
-    rc_cost_from_points(&t, rows, sec, 4, "test");
-    CHECK(t.n == 3 && t.rows[0] == 1 && t.rows[2] == 4 && NEAR(t.sec[1], 0.012));   /* sorted, duplicates averaged */
-    CHECK(NEAR(rc_cost_at(&t, 1), 0.010) && NEAR(rc_cost_at(&t, 3), 0.014) && NEAR(rc_cost_at(&t, 6), 0.020));
-    CHECK(rc_cost_at(&t, 0.5) > 0);
+    cost_curve_from_points(&t, rows, sec, 4, "test");
+    CHECK(t.n == 3 && t.rows[0] == 1 && t.rows[2] == 4 && NEAR(t.seconds[1], 0.012));   /* sorted, duplicates averaged */
+    CHECK(NEAR(cost_curve_at(&t, 1), 0.010) && NEAR(cost_curve_at(&t, 3), 0.014) && NEAR(cost_curve_at(&t, 6), 0.020));
+    CHECK(cost_curve_at(&t, 0.5) > 0);
     /* prediction: c·E(k)/step, and the end-to-end form */
     rc_pred r = rc_predict(&t, p, 4, 1, 2, 0, NAN);                /* rows 4 */
     CHECK(NEAR(r.e_k, 1.9) && NEAR(r.step_s, 0.016) && NEAR(r.tps, 2 * 1.9 / 0.016));
     r = rc_predict(&t, p, 4, 1, 2, 101, 0.1);
     CHECK(NEAR(r.tps, 2 * 101 / (0.1 + 100 * 0.016 / 1.9)));
-    t.draft_s_per_token = 0.001;
+    t.draft_seconds_per_token = 0.001;
     r = rc_predict(&t, p, 4, 1, 2, 0, NAN);
     CHECK(NEAR(r.step_s, 0.016 + 2 * 1 * 0.001));
     double v[5] = {NAN, 3, 5, 5, 1};
@@ -301,29 +301,29 @@ static void test_recommend(void) {
           "\"seconds_per_step\": [0.002, 0.006, 0.004], \"draft_seconds_per_token\": 0.0005}\n", f);
     fclose(f);
     char err[256];
-    CHECKF(!rc_cost_load(&t, path, err, sizeof err), "%s", err);
-    CHECK(t.n == 3 && t.rows[1] == 4 && NEAR(rc_cost_at(&t, 6), 0.005) && NEAR(t.draft_s_per_token, 0.0005));
+    CHECKF(!cost_curve_load(&t, path, err, sizeof err), "%s", err);
+    CHECK(t.n == 3 && t.rows[1] == 4 && NEAR(cost_curve_at(&t, 6), 0.005) && NEAR(t.draft_seconds_per_token, 0.0005));
     f = fopen(path, "w");
     fputs("metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,2.0,ms\nforward_ms,4,2,6.0,ms\n"
           "decode_tokens_per_s,1,1,500,tokens/s\n", f);
     fclose(f);
-    CHECKF(!rc_cost_load(&t, path, err, sizeof err), "%s", err);
-    CHECK(t.n == 2 && t.rows[1] == 8 && NEAR(t.sec[1], 0.006));
+    CHECKF(!cost_curve_load(&t, path, err, sizeof err), "%s", err);
+    CHECK(t.n == 2 && t.rows[1] == 8 && NEAR(t.seconds[1], 0.006));
     f = fopen(path, "w");
     fputs("{\"rows\": [1, 2], \"seconds_per_step\": [0.1]}", f);
     fclose(f);
-    CHECK(rc_cost_load(&t, path, err, sizeof err) == -1 && strstr(err, "same length"));
+    CHECK(cost_curve_load(&t, path, err, sizeof err) == -1 && strstr(err, "same length"));
     unlink(path);
 }
 
 static void test_expand(void) {
     char out[256];
-    CHECK(!srv_expand("serve --port {port} --depth {depth} --drafter {drafter} {drafter_args} {port}", 8123, 4, "draft", "--draft-model m", out, sizeof out));
+    CHECK(!proc_expand("serve --port {port} --depth {depth} --drafter {drafter} {drafter_args} {port}", 8123, 4, "draft", "--draft-model m", out, sizeof out));
     CHECK(!strcmp(out, "serve --port 8123 --depth 4 --drafter draft --draft-model m 8123"));
-    CHECK(!srv_expand("x {depth} {drafter}", 1, -1, NULL, NULL, out, sizeof out) && !strcmp(out, "x {depth} {drafter}"));
-    CHECK(srv_expand("{port}{port}{port}", 65535, 0, NULL, NULL, out, 8) == -1);
+    CHECK(!proc_expand("x {depth} {drafter}", 1, -1, NULL, NULL, out, sizeof out) && !strcmp(out, "x {depth} {drafter}"));
+    CHECK(proc_expand("{port}{port}{port}", 65535, 0, NULL, NULL, out, 8) == -1);
     int port;
-    CHECK(!srv_free_port(&port, NULL, 0) && port > 0 && port < 65536);
+    CHECK(!proc_free_port(&port, NULL, 0) && port > 0 && port < 65536);
 }
 
 int main(void) {

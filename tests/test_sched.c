@@ -8,15 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include "drafters.h"
-#include "verify_sched.h"
-#include "spec_decode.h"
+#include "verify_policy.h"
+#include "spec_run.h"
 #include "test_util.h"
 
 
 
-static cost_table flat_cost(double slope) {
-    cost_table t = {.n = 64};
-    for (int i = 0; i < 64; i++) { t.rows[i] = i + 1; t.seconds[i] = 1e-3 * (1 + slope * i); }
+static cost_curve flat_cost(double slope) {
+    double rows[64], sec[64];
+    for (int i = 0; i < 64; i++) { rows[i] = i + 1; sec[i] = 1e-3 * (1 + slope * i); }
+    cost_curve t;
+    cost_curve_from_points(&t, rows, sec, 64, "test");
     return t;
 }
 
@@ -24,19 +26,20 @@ static void test_admit(void) {
     float a[3][SPEC_MAX_DEPTH] = {{0.9f, 0.8f, 0.5f, 0.1f}, {0.95f, 0.2f}, {0.6f, 0.55f, 0.5f}};
     int kmax[3] = {4, 2, 3}, ell[3];
     /* free rows: everything with a > 0 is worth verifying */
-    cost_table flat = flat_cost(0.0);
-    sched_admit(&flat, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    cost_curve flat = flat_cost(0.0);
+    vpolicy_admit(&flat, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
     CHECK(ell[0] == 4 && ell[1] == 2 && ell[2] == 3);
     /* cost ∝ rows: Θ = τ/B only grows with a = 1, so nothing is admitted */
-    cost_table lin = {.n = 2, .rows = {1, 2}, .seconds = {1e-3, 2e-3}};
-    sched_admit(&lin, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    cost_curve lin;
+    cost_curve_from_points(&lin, (const double[]){1, 2}, (const double[]){1e-3, 2e-3}, 2, "test");
+    vpolicy_admit(&lin, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
     CHECK(ell[0] == 0 && ell[1] == 0 && ell[2] == 0);
     /* 10% per extra row: a candidate pays while (τ+a)/(B+1+…) improves.
      * Start τ=3, cost(3)=1.2 → Θ=2.5. Admit 0.95: τ=3.95/1.3=3.04 ✓; 0.9: 4.85/1.4=3.46 ✓;
      * 0.8: 5.65/1.5=3.77 ✓; 0.6: 6.25/1.6=3.91 ✓; 0.55: 6.8/1.7=4.0 ✓; 0.5 (r0, pos 2):
      * 7.3/1.8=4.06 ✓; 0.5 (r2, pos 2): 7.8/1.9=4.105 ✓; 0.2: 8.0/2.0=4.0 ✗ stop. */
-    cost_table ten = flat_cost(0.1);
-    sched_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    cost_curve ten = flat_cost(0.1);
+    vpolicy_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
     CHECKF(ell[0] == 3 && ell[1] == 1 && ell[2] == 3, "%d %d %d", ell[0], ell[1], ell[2]);
 }
 
@@ -61,9 +64,9 @@ int main(void) {
     gen_engine_opts eo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 3, .max_seq_len = 256};
     if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
     int V = e->m->cfg.vocab_size;
-    cost_table cost = flat_cost(0.02);
+    cost_curve cost = flat_cost(0.02);
     const char *names[3] = {"threshold", "confidence", "adaptive"};
-    sched_kind kinds[3] = {SCHED_THRESHOLD, SCHED_CONFIDENCE, SCHED_ADAPTIVE};
+    vpolicy_kind kinds[3] = {VPOLICY_THRESHOLD, VPOLICY_CONFIDENCE, VPOLICY_ADAPTIVE};
 
     /* Greedy: every scheduler, self-draft (all accepted) and other (mostly
      * rejected), equals the plain loop. */
@@ -84,22 +87,22 @@ int main(void) {
         drafter *d;
         if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
         for (int s = 0; s < 3; s++) {
-            sched *sc;
-            sched_opts so = {.kind = kinds[s], .p_min = 0.3, .alpha = 0.8, .cost = &cost, .max_slots = 3};
-            if (sched_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
-            memset(&d->counters, 0, sizeof d->counters);
-            spec_params sp = {.gen = gp, .depth = 5, .sched = sched_hook(sc)};
+            vpolicy *sc;
+            vpolicy_opts so = {.kind = kinds[s], .p_min = 0.3, .alpha = 0.8, .cost = &cost, .max_slots = 3};
+            if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            spec_params sp = {.gen = gp, .depth = 5, .verify = vpolicy_hook(sc)};
             gen_result out[NP];
-            if (spec_run(e, d, pp, lens, NP, &sp, NULL, NULL, out, NULL, err, sizeof err)) { CHECKF(0, "%s", err); }
+            spec_timing tm = {0};
+            if (spec_run(e, d, pp, lens, NP, &sp, NULL, NULL, out, &tm, err, sizeof err)) { CHECKF(0, "%s", err); }
             else {
                 for (int i = 0; i < NP; i++)
                     CHECKF(!memcmp(out[i].tokens, ref[i].tokens, sizeof(int) * 40), "%s with %s: prompt %d differs",
                            names[s], drafts[di], i);
                 gen_results_free(out, NP);
             }
-            CHECKF(d->counters.drafted_tokens > 0, "%s with %s: nothing verified", names[s], drafts[di]);
-            if (di == 0) CHECKF(d->counters.accepted_tokens > 0, "%s: nothing accepted with self-draft", names[s]);
-            sched_free(sc);
+            CHECKF(tm.counters.drafted_tokens > 0, "%s with %s: nothing verified", names[s], drafts[di]);
+            if (di == 0) CHECKF(tm.counters.accepted_tokens > 0, "%s: nothing accepted with self-draft", names[s]);
+            vpolicy_free(sc);
         }
         drafter_free(d);
     }
@@ -127,38 +130,40 @@ int main(void) {
     drafter *d;
     if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
     for (int s = 0; s < 4; s++) {
-        sched *sc = NULL;
-        spec_scheduler hook = {0};
+        vpolicy *sc = NULL;
+        spec_verify_hook hook = {0};
         const char *label = s < 3 ? names[s] : "peeking (wrong on purpose)";
         if (s < 3) {
-            sched_opts so = {.kind = kinds[s], .p_min = 0.6, .alpha = 0.8, .cost = &cost, .max_slots = 3};
-            if (sched_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
-            hook = sched_hook(sc);
+            vpolicy_opts so = {.kind = kinds[s], .p_min = 0.6, .alpha = 0.8, .cost = &cost, .max_slots = 3};
+            if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            hook = vpolicy_hook(sc);
         } else {
-            hook = (spec_scheduler){.ctx = &V, .choose = peeking_choose};
+            hook = (spec_verify_hook){.ctx = &V, .choose = peeking_choose};
         }
         int *on = calloc((size_t)V, sizeof(int));
-        memset(&d->counters, 0, sizeof d->counters);
+        spec_counters cnt = {0};
         for (int t = 0; t < SEEDS; t++) {
             gen_result r;
-            spec_params sp = {.gen = gs, .depth = 2, .sched = hook};
+            spec_timing tm;
+            spec_params sp = {.gen = gs, .depth = 2, .verify = hook};
             sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
             sp.gen.max_tokens = 4;
-            if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, NULL, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            spec_counters_add(&cnt, &tm.counters);
             on[r.tokens[1]]++;
             gen_results_free(&r, 1);
         }
         int dof;
         double x2 = tu_chi2_two_sample(off, on, V, &dof);
         printf("%s: chi2 %.1f (dof %d, critical %.1f); drafted %ld, not verified %ld\n", label, x2, dof,
-               tu_chi2_crit(dof), d->counters.drafted_tokens, d->counters.unverified_tokens);
+               tu_chi2_crit(dof), cnt.drafted_tokens, cnt.unverified_tokens);
         if (s < 3) CHECKF(x2 < tu_chi2_crit(dof), "%s: sampled output differs from speculation off", label);
         else CHECKF(x2 > 2 * tu_chi2_crit(dof), "the peeking scheduler was not caught (chi2 %.1f)", x2);
         /* each scheduler must actually have truncated something, else it proves nothing */
-        if (s < 3) CHECKF(d->counters.unverified_tokens > 0 && d->counters.accepted_tokens > 0,
+        if (s < 3) CHECKF(cnt.unverified_tokens > 0 && cnt.accepted_tokens > 0,
                           "%s: never truncated or never accepted", label);
         free(on);
-        sched_free(sc);
+        vpolicy_free(sc);
     }
     free(off);
     drafter_free(d);

@@ -508,7 +508,7 @@ static void test_disconnect(void) {
     const char *b2 = "{\"prompt\":\"hello\",\"max_tokens\":1000,\"temperature\":0,\"ignore_eos\":true,"
                      "\"spec_depth\":0}";
     sc_resp r;
-    sc_request_ms("POST", u, b2, strlen(b2), KEY, 150, &r);
+    sc_request_ms("POST", u, b2, strlen(b2), KEY, 40, &r);   /* well inside 1000 tokens even in Release */
     CHECK(r.status == 0);
     sc_resp_free(&r);
     CHECK(idle(BASE));
@@ -538,20 +538,31 @@ static void test_metrics_and_log(FILE *log) {
     fflush(log);
     rewind(log);
     char line[512];
-    int n = 0, spec = 0;
+    int n = 0, spec = 0, plain = 0;
     while (fgets(line, sizeof line, log)) {
         const char *p = strstr(line, "Decode batch, ");
         if (!p) continue;
-        int run, q, used = 0;
+        int run, q, used = 0, head = 0, mid = 0;
         long tok;
-        double usage, len, rate, thr;
-        int got = sscanf(p, "Decode batch, #running-req: %d, #token: %ld, token usage: %lf, accept len: %lf, "
-                         "accept rate: %lf, gen throughput (token/s): %lf, #queue-req: %d%n",
-                         &run, &tok, &usage, &len, &rate, &thr, &q, &used);
-        CHECKF(got == 7 && line[0] == '[' && p[used] == '\n', "log line: %s", line);
-        CHECKF(run >= 1 && tok > 0 && len >= 1.0 && rate >= 0 && rate <= 1 && thr > 0 && q >= 0, "%s", line);
+        double usage, len = 0, rate = 0, thr;
+        int got = sscanf(p, "Decode batch, #running-req: %d, #token: %ld, token usage: %lf, %n", &run, &tok, &usage,
+                         &head);
+        CHECKF(got == 3 && head > 0 && line[0] == '[', "log line: %s", line);
+        if (head <= 0) continue;
+        const char *t = p + head;
+        /* accept len / rate appear only for intervals in which a request drafted (SGLang's shape) */
+        int drafted = !strncmp(t, "accept len: ", 12);
+        if (drafted) {
+            CHECKF(sscanf(t, "accept len: %lf, accept rate: %lf, %n", &len, &rate, &mid) == 2 && mid > 0, "%s", line);
+            t += mid;
+        }
+        got = sscanf(t, "gen throughput (token/s): %lf, #queue-req: %d%n", &thr, &q, &used);
+        CHECKF(got == 2 && t[used] == '\n', "log line: %s", line);
+        CHECKF(run >= 1 && tok > 0 && thr > 0 && q >= 0, "%s", line);
+        if (drafted) CHECKF(len >= 1.0 && rate >= 0 && rate <= 1, "%s", line);
         n++;
-        spec += len > 2.0 && rate == 1.0;
+        spec += drafted && len > 2.0 && rate == 1.0;
+        plain += !drafted;
     }
     CHECKF(n >= 5 && spec >= 1, "%d decode-batch lines, %d speculative", n, spec);
 }
@@ -598,7 +609,7 @@ static void test_verify_schedule(void) {
     server_opts_default(&o);
     o.dr.name = "draft";
     o.dr.draft_model = tu_path("tests/fixtures/qwen3-tied");
-    o.verify_schedule = "adaptive";
+    o.verify.name = "adaptive";
     o.api_key = KEY;
     o.decode_log_interval = 0;
     FILE *log = tmpfile();

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "drafters.h"
-#include "spec_decode.h"
+#include "spec_run.h"
 #include "test_util.h"
 
 enum { NP = 8, MAXP = 400, GEN = 32 };
@@ -40,16 +40,18 @@ static void run_config(gen_engine *e, const config *c, int ci, int prompts[NP][M
     for (int i = 0; i < NP; i++)
         CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
     for (int depth = 1; depth <= 8; depth++) {
-        memset(&d->counters, 0, sizeof d->counters);
+        spec_counters cnt = {0};
         for (int bi = 0; bi < 3; bi++) {
             int B = batches[bi];
             for (int start = 0; start + B <= NP; start += B) {
                 gen_result out[NP];
                 spec_params sp = {.gen = gp, .depth = depth};
-                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, NULL, err, sizeof err)) {
+                spec_timing tm;
+                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err)) {
                     CHECKF(0, "%s depth %d batch %d: %s", c->label, depth, B, err);
                     continue;
                 }
+                spec_counters_add(&cnt, &tm.counters);
                 for (int i = 0; i < B; i++) {
                     const gen_result *r = &ref[start + i];
                     CHECKF(out[i].n_tokens == r->n_tokens &&
@@ -61,7 +63,7 @@ static void run_config(gen_engine *e, const config *c, int ci, int prompts[NP][M
                 gen_results_free(out, B);
             }
         }
-        const drafter_counters *k = &d->counters;
+        const spec_counters *k = &cnt;
         CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", c->label, depth);
         if (c->need_accept)
             CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; acceptance path never ran", c->label, depth);

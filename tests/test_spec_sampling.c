@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "drafters.h"
-#include "spec_decode.h"
+#include "spec_run.h"
 #include "test_util.h"
 
 enum { SEEDS = 2000, PLEN = 12 };
@@ -50,13 +50,16 @@ int main(void) {
         drafter *d;
         if (drafter_create(&d, &dos[di], e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
         int *on2 = calloc((size_t)V, sizeof(int)), *on3 = calloc((size_t)V, sizeof(int));
+        spec_counters cnt = {0};
         for (int s = 0; s < SEEDS; s++) {
             gen_result r;
+            spec_timing tm;
             /* different seeds from the reference: the two runs are independent samples */
             spec_params sp = {.gen = gp, .depth = 3};
             sp.gen.seed = 7777777ull + 31ull * (unsigned)s;
             sp.gen.max_tokens = 6;   /* so the first verify step drafts 3 */
-            if (spec_run(e, d, &pp, &plen, 1, &sp, NULL, NULL, &r, NULL, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            if (spec_run(e, d, &pp, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            spec_counters_add(&cnt, &tm.counters);
             on2[r.tokens[1]]++; on3[r.tokens[2]]++;
             gen_results_free(&r, 1);
         }
@@ -69,7 +72,7 @@ int main(void) {
          * accept and the reject path. (Two random fixtures share almost no
          * top-k support, so draft(other) is mostly the rejection path; the
          * mixed case with q ≠ p is covered exactly in test_verify.) */
-        const drafter_counters *c = &d->counters;
+        const spec_counters *c = &cnt;
         printf("%s: drafted %ld, accepted %ld\n", names[di], c->drafted_tokens, c->accepted_tokens);
         CHECKF(c->drafted_tokens > 0, "%s: the drafter proposed nothing", names[di]);
         if (di == 1)

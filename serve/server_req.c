@@ -2,7 +2,7 @@
  * thread turns committed tokens into text here (streaming detokenization,
  * specials skipped, stop strings cut and held back), records logprobs, and
  * wakes the connection thread; the connection thread only reads. Must not
- * touch the batch or the queue (that is server_sched.c). */
+ * touch the batch or the queue (that is sched_loop.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

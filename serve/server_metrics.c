@@ -82,7 +82,7 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     if (!b.p) return NULL;
     b.p[0] = 0;
     pthread_mutex_lock(&m->mu);
-    const drafter_counters *c = &m->dc;
+    const spec_counters *c = &m->dc;
     gauge(&b, "num_requests_running", "Number of requests in the running batch (prefilling or decoding).", m->running);
     gauge(&b, "num_requests_waiting", "Number of requests waiting to be admitted.", m->waiting);
     gauge(&b, "kv_cache_usage_perc", "KV-cache usage as a fraction of all pages; 1 means 100 percent.",

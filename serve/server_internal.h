@@ -1,7 +1,7 @@
-/* server_internal.h — what the server_*.c files share: the server context,
+/* server_internal.h — what the serve/ files share: the server context,
  * the request object that travels between an HTTP connection thread and the
  * scheduler thread, metrics and the decode-batch log. Not for use outside
- * engine/server_*.c.
+ * serve/.
  *
  * Threads and locks (the whole concurrency story is here):
  * - HTTP connection threads (libmicrohttpd, one per connection) parse a
@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "server.h"
-#include "verify_sched.h"
+#include "verify_policy.h"
 
 #define SRV_MAX_STOP 16
 #define SRV_MAX_TOP 20
@@ -94,7 +94,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     /* snapshot refreshed by the scheduler after every step */
-    drafter_counters dc;
+    spec_counters dc;
     spec_batch_stats bs;
     int have_drafter, depth;
     int running, waiting, pages_used, pages_total;
@@ -109,7 +109,8 @@ typedef struct {
 typedef struct {
     long steps;                   /* decode steps since the last line */
     double t0;
-    long committed0, verify0, drafted0, accepted0, gen0;
+    spec_counters c0;             /* the batch's spec counters at the interval's start */
+    long gen0;
 } srv_declog;
 
 struct server {
@@ -119,15 +120,15 @@ struct server {
     gen_engine *e;
     drafter *d;
     spec_batch *b;
-    sched *vs;                    /* verification scheduler, NULL = fixed */
-    cost_table cost;              /* what vs decides with (confidence/adaptive) */
+    vpolicy *policy;              /* verify policy, NULL = fixed */
+    cost_curve cost;              /* what the policy decides with (confidence/adaptive) */
     int V;
     int im_start, im_end;         /* ChatML tokens, -1 if the tokenizer lacks them */
     int eos[3];                   /* ids that end generation (srv_is_eos) */
     int max_depth_used;
 
-    pthread_t sched;
-    int sched_started;
+    pthread_t loop_thread;
+    int loop_started;
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     srv_req **waiting;            /* FIFO [n_wait], capacity max_queue */
@@ -203,7 +204,7 @@ void srv_metrics_destroy(srv_metrics *m);
 void srv_hist_observe(srv_hist *h, double v);       /* caller holds m->mu */
 char *srv_metrics_render(srv_metrics *m, size_t *len);   /* malloc'd Prometheus text */
 
-/* server_log.c: one SGLang-shaped line per interval of decode steps. */
+/* decode_log.c: one SGLang-shaped line per interval of decode steps. */
 void srv_declog_reset(srv_declog *l, const server *s);
 typedef struct {
     int running;          /* requests in the step */
@@ -213,14 +214,14 @@ typedef struct {
 } srv_declog_batch;
 void srv_declog_step(srv_declog *l, server *s, const srv_declog_batch *bt);
 
-/* server_sched.c */
-void srv_sched_callbacks(server *s, spec_callbacks *cb);   /* the batch's callbacks into the scheduler */
-int  srv_sched_start(server *s, char *err, size_t errlen);
+/* sched_loop.c */
+void srv_loop_callbacks(server *s, spec_callbacks *cb);   /* the batch's callbacks into the scheduler */
+int  srv_loop_start(server *s, char *err, size_t errlen);
 /* Queues r (takes a reference). Returns 0, or the HTTP status to answer
  * (429 queue full, 503 shutting down / failed). */
 int  srv_enqueue(server *s, srv_req *r);
 void srv_cancel(server *s, srv_req *r);            /* the client went away */
-void srv_sched_stop(server *s);                     /* drain, cancel, join */
+void srv_loop_stop(server *s);                     /* drain, cancel, join */
 
 /* server_http.c */
 int  srv_http_start(server *s, char *err, size_t errlen);

@@ -1,5 +1,5 @@
 /* launch.c — see launch.h. */
-#include "launch.h"
+#include "proc_launch.h"
 #include "errmsg.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,7 +23,7 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
-void srv_guard_signals(void) {
+void proc_guard_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -32,7 +32,7 @@ void srv_guard_signals(void) {
     sigaction(SIGHUP, &sa, NULL);
 }
 
-int srv_free_port(int *port, char *err, size_t errlen) {
+int proc_free_port(int *port, char *err, size_t errlen) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return errf(err, errlen, "socket: %s", strerror(errno));
     struct sockaddr_in a;
@@ -50,7 +50,7 @@ int srv_free_port(int *port, char *err, size_t errlen) {
     return 0;
 }
 
-int srv_expand(const char *t, int port, int depth, const char *drafter, const char *dargs, char *out, size_t outlen) {
+int proc_expand(const char *t, int port, int depth, const char *drafter, const char *dargs, char *out, size_t outlen) {
     size_t o = 0;
     while (*t) {
         char v[256];
@@ -75,7 +75,7 @@ int srv_expand(const char *t, int port, int depth, const char *drafter, const ch
     return 0;
 }
 
-int srv_start(srv *s, const char *cmd, int port, const char *log_path, char *err, size_t errlen) {
+int proc_start(proc *s, const char *cmd, int port, const char *log_path, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->port = port;
     s->exit_status = -1;
@@ -103,8 +103,8 @@ int srv_start(srv *s, const char *cmd, int port, const char *log_path, char *err
     return 0;
 }
 
-int srv_alive(void *p) {
-    srv *s = p;
+int proc_alive(void *p) {
+    proc *s = p;
     if (s->pid <= 0) return 0;
     int st;
     pid_t r = waitpid(s->pid, &st, WNOHANG);
@@ -118,7 +118,7 @@ int srv_alive(void *p) {
     return 1;
 }
 
-void srv_stop(srv *s) {
+void proc_stop(proc *s) {
     if (s->pid <= 0) return;
     kill(-s->pid, SIGTERM);
     for (int i = 0; i < 100; i++) {            /* 10 s grace */
@@ -142,7 +142,7 @@ void srv_stop(srv *s) {
     g_pgid = 0;
 }
 
-const char *srv_log_tail(const srv *s, size_t n) {
+const char *proc_log_tail(const proc *s, size_t n) {
     static char buf[4096];
     if (n >= sizeof buf) n = sizeof buf - 1;
     buf[0] = 0;

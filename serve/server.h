@@ -16,16 +16,14 @@
 #include <stdio.h>
 #include "drafters.h"
 #include "spec_batch.h"
+#include "verify_policy.h"
 
 typedef struct {
     const char *model_dir;
     const char *served_name;     /* /v1/models id; NULL = basename of model_dir */
     drafter_opts dr;             /* name none|ngram|draft|…; max_seqs is set from max_running */
     int depth;                   /* default drafts per step (requests may override with spec_depth) */
-    const char *verify_schedule; /* fixed (default, NULL) | threshold | confidence | adaptive (spec/sched.h) */
-    double p_min;                /* threshold: default 0.5 */
-    double alpha;                /* adaptive: EMA weight on history, default 0.8 */
-    const char *cost_table;      /* confidence/adaptive: `specbed profile` JSON; NULL = profile at startup */
+    vpolicy_args verify;         /* --verify-schedule, --p-min, --adaptive-alpha, --cost-table */
     const char *host;            /* numeric IPv4/IPv6 address, default 127.0.0.1 */
     int port;                    /* 0 = any free port (see server_port) */
     int max_running;             /* requests in the batch at once (gen_engine max_seqs) */
@@ -42,7 +40,7 @@ typedef struct {
 
 /* Fills the defaults: host 127.0.0.1, port 8000, depth 4, max_running 16,
  * max_queue 256, decode_log_interval 40, max_body 4 MiB, drain_s 10,
- * verify schedule fixed, p_min 0.5, alpha 0.8. */
+ * verify policy VPOLICY_ARGS_DEFAULT. */
 void server_opts_default(server_opts *o);
 
 typedef struct server server;

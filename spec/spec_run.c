@@ -1,21 +1,10 @@
-/* spec_decode.c — spec_run: a fixed set of prompts driven through a
- * spec_batch to completion (see spec_decode.h), and the metric definitions
- * every report shares. */
-#include "spec_decode.h"
+/* spec_run.c — spec_run: a fixed set of prompts driven through a
+ * spec_batch to completion (see spec_run.h). */
+#include "spec_run.h"
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
 #include "spec_batch.h"
-
-double spec_accept_length(const drafter_counters *c) {
-    return c->steps ? (double)c->committed_tokens / c->steps : 0.0;
-}
-double spec_acceptance_rate(const drafter_counters *c) {
-    return c->drafted_tokens ? (double)c->accepted_tokens / c->drafted_tokens : 0.0;
-}
-double spec_position_rate(const drafter_counters *c, int i) {
-    return c->drafts && i >= 0 && i < SPEC_MAX_DEPTH ? (double)c->accepted_at[i] / c->drafts : 0.0;
-}
 
 /* spec_run drives a spec_batch to completion, collecting each request's
  * tokens into its gen_result. */
@@ -60,7 +49,7 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
     int rc = -1;
     double t_start = gen_now(), prefill_s = 0;
     if (spec_batch_create(&b, e, d, d ? p->depth : 0, &cbs, err, errlen)) goto out;
-    spec_batch_set_scheduler(b, &p->sched);
+    spec_batch_set_verify_hook(b, &p->verify);
     for (int i = 0; i < n; i++) {
         results[i].tokens = malloc(sizeof(int) * (size_t)cap);
         results[i].n_prompt = n_prompt[i];
@@ -76,7 +65,6 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
         }
         rc_.slot_to_index[slot] = i;
     }
-    double draft_before = d ? d->counters.draft_s : 0;
     while (spec_batch_running(b)) {
         int prefilling = spec_batch_prefilling(b);
         double t0 = gen_now();
@@ -87,7 +75,8 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
     if (timing) {
         const spec_batch_stats *st = spec_batch_get_stats(b);
         timing->prefill_s = prefill_s;
-        timing->draft_s = d ? d->counters.draft_s - draft_before : 0;
+        timing->counters = *spec_batch_counters(b);
+        timing->draft_s = timing->counters.draft_s;
         timing->verify_s = st->forward_s + st->verify_s - prefill_s;
         if (timing->verify_s < 0) timing->verify_s = 0;
         timing->prefill_tokens = st->prefill_tokens;

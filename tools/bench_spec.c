@@ -12,7 +12,7 @@
  * Like bench_engine, this measures the engine below HTTP, so it links it.
  *
  * With --schedules, each drafter × depth also runs under each verification
- * scheduler (spec/verify_sched.h); for drafters with a confidence head the mean
+ * policy (spec/verify_policy.h); for drafters with a confidence head the mean
  * predicted survival per position is printed beside the observed one (the
  * head's calibration).
  *
@@ -26,8 +26,8 @@
 #include <string.h>
 #include "csv_row.h"
 #include "drafters.h"
-#include "verify_sched.h"
-#include "spec_decode.h"
+#include "verify_policy.h"
+#include "spec_run.h"
 
 typedef struct {
     int **ids;
@@ -107,13 +107,7 @@ int main(int argc, char **argv) {
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
-    cost_table cost;
-    if (cost_path) {
-        if (cost_table_load(&cost, cost_path, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
-    } else if (cost_table_profile(&cost, e, NULL, 4 * (dmax + 1), 128, 3, err, sizeof err)) {
-        fprintf(stderr, "bench_spec: %s\n", err);
-        return 1;
-    }
+    cost_curve cost = {0};   /* loaded or profiled once, by the first policy that needs it */
     /* the repo root: workloads live next to bench/ */
     char root[4096];
     snprintf(root, sizeof root, "%s", argv[0]);
@@ -173,12 +167,18 @@ int main(int argc, char **argv) {
             char scopy[256], *ssave = NULL;
             snprintf(scopy, sizeof scopy, "%s", schedules_s);
             for (char *sn = strtok_r(scopy, ",", &ssave); sn; sn = strtok_r(NULL, ",", &ssave)) {
-            sched_opts so = {.p_min = 0.5, .alpha = 0.8, .cost = &cost, .max_slots = 1};
-            if (sched_parse(sn, &so.kind)) { fprintf(stderr, "bench_spec: unknown schedule %s\n", sn); return 2; }
+            vpolicy_args va = VPOLICY_ARGS_DEFAULT;
+            va.name = sn;
+            va.cost_path = cost_path;
+            vpolicy_kind kind;
+            if (vpolicy_parse(sn, &kind)) { fprintf(stderr, "bench_spec: unknown schedule %s\n", sn); return 2; }
             for (int depth = dmin; depth <= dmax; depth++) {
-                memset(&d->counters, 0, sizeof d->counters);
-                sched *sc = NULL;
-                if (sched_create(&sc, &so, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
+                spec_counters cnt = {0};
+                vpolicy *sc = NULL;
+                if (vpolicy_setup(&sc, &cost, &va, e, 1, dmax, stderr, err, sizeof err)) {
+                    fprintf(stderr, "bench_spec: %s\n", err);
+                    return 1;
+                }
                 double s = 0, s_off = 0;
                 long tok = 0, tok_off = 0;
                 int mism = 0;
@@ -197,24 +197,26 @@ int main(int argc, char **argv) {
                         tok_off += r.n_tokens - 1;
                         gen_results_free(&r, 1);
                     }
-                    spec_params sp = {.gen = gp, .depth = depth, .sched = sched_hook(sc)};
+                    spec_params sp = {.gen = gp, .depth = depth, .verify = vpolicy_hook(sc)};
                     const int *pp = ps.ids[p];
                     if (spec_run(e, d, &pp, &ps.n[p], 1, &sp, NULL, NULL, &r, &t, err, sizeof err)) {
                         fprintf(stderr, "bench_spec: %s\n", err); return 1;
                     }
                     s += t.total_s - t.prefill_s;
                     tok += r.n_tokens - 1;
+                    spec_counters_add(&cnt, &t.counters);
                     mism += r.n_tokens != ref[p].n_tokens ||
                             memcmp(r.tokens, ref[p].tokens, sizeof(int) * (size_t)r.n_tokens);
                     gen_results_free(&r, 1);
                 }
-                const drafter_counters *c = &d->counters;
+                const spec_counters *c = &cnt;
+                spec_rates rt = spec_rates_between(NULL, c);
                 double tps = tok / s;
                 base_tps = tok_off / s_off;
-                sched_free(sc);
-                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, sn, depth, spec_accept_length(c),
-                       spec_acceptance_rate(c), tps, tps / base_tps);
-                for (int i = 0; i < depth; i++) printf(" %.2f", spec_position_rate(c, i));
+                vpolicy_free(sc);
+                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, sn, depth, rt.accept_length,
+                       rt.acceptance_rate, tps, tps / base_tps);
+                for (int i = 0; i < depth; i++) printf(" %.2f", rt.position_rate[i]);
                 if (c->pred_survival_at[0] > 0) {
                     printf("  [");
                     for (int i = 0; i < depth; i++)
@@ -230,13 +232,13 @@ int main(int argc, char **argv) {
                     csv_row_field(&r, dn);
                     csv_row_field(&r, sn);
                     csv_row_fieldf(&r, "%d", depth);
-                    csv_row_fieldf(&r, "%.4f", spec_accept_length(c));
-                    csv_row_fieldf(&r, "%.4f", spec_acceptance_rate(c));
+                    csv_row_fieldf(&r, "%.4f", rt.accept_length);
+                    csv_row_fieldf(&r, "%.4f", rt.acceptance_rate);
                     csv_row_fieldf(&r, "%.2f", tps);
                     csv_row_fieldf(&r, "%.4f", tps / base_tps);
                     csv_row_fieldf(&r, "%d", mism);
                     for (int i = 0; i < dmax; i++)
-                        if (i < depth) csv_row_fieldf(&r, "%.4f", spec_position_rate(c, i));
+                        if (i < depth) csv_row_fieldf(&r, "%.4f", rt.position_rate[i]);
                         else csv_row_field(&r, "");
                     for (int i = 0; i < dmax; i++)
                         if (i < depth && c->drafted_at[i]) csv_row_fieldf(&r, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);

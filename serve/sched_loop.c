@@ -1,4 +1,4 @@
-/* server_sched.c — the scheduler thread: the only thread that touches the
+/* sched_loop.c — the scheduler loop: the only thread that touches the
  * spec_batch, the engine and the drafter. Between steps it drops requests
  * whose clients went away (freeing their KV pages at once), admits waiting
  * requests up to --max-running, then runs one continuous-batching step
@@ -108,7 +108,7 @@ static void admit(server *s) {   /* caller holds qmu */
 static void publish(server *s, int n_wait) {
     srv_metrics *m = &s->m;
     pthread_mutex_lock(&m->mu);
-    if (s->d) m->dc = s->d->counters;
+    m->dc = *spec_batch_counters(s->b);
     m->bs = *spec_batch_get_stats(s->b);
     m->have_drafter = s->d != NULL;
     m->depth = s->d ? s->o.depth : 0;
@@ -202,19 +202,19 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
-void srv_sched_callbacks(server *s, spec_callbacks *cb) {
+void srv_loop_callbacks(server *s, spec_callbacks *cb) {
     *cb = (spec_callbacks){.user = s, .on_token = cb_token, .on_prompt_logits = cb_prompt_logits,
                            .on_finish = cb_finish};
 }
 
-int srv_sched_start(server *s, char *err, size_t errlen) {
+int srv_loop_start(server *s, char *err, size_t errlen) {
     srv_declog_reset(&s->dl, s);
     publish(s, 0);
-    if (pthread_create(&s->sched, NULL, sched_main, s)) {
+    if (pthread_create(&s->loop_thread, NULL, sched_main, s)) {
         snprintf(err, errlen, "cannot start the scheduler thread");
         return -1;
     }
-    s->sched_started = 1;
+    s->loop_started = 1;
     return 0;
 }
 
@@ -245,12 +245,12 @@ void srv_cancel(server *s, srv_req *r) {
     pthread_mutex_unlock(&s->qmu);
 }
 
-void srv_sched_stop(server *s) {
-    if (!s->sched_started) return;
+void srv_loop_stop(server *s) {
+    if (!s->loop_started) return;
     pthread_mutex_lock(&s->qmu);
     s->stopping = 1;
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
-    pthread_join(s->sched, NULL);
-    s->sched_started = 0;
+    pthread_join(s->loop_thread, NULL);
+    s->loop_started = 0;
 }

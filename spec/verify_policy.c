@@ -1,6 +1,6 @@
-/* verify_sched.c — verification schedulers (see verify_sched.h). Owns per-slot acceptance
+/* verify_policy.c — verify policies (see verify_policy.h). Owns per-slot acceptance
  * estimates; reads proposals, never draft token identities. */
-#include "verify_sched.h"
+#include "verify_policy.h"
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -10,8 +10,8 @@
 #define EST_FLOOR 0.02f
 #define EST_PRIOR 0.5f
 
-struct sched {
-    sched_opts o;
+struct vpolicy {
+    vpolicy_opts o;
     float (*est)[SPEC_MAX_DEPTH];   /* [max_slots] conditional acceptance estimates */
     float (*pred)[SPEC_MAX_DEPTH];  /* [max_slots] EMA of predicted conditional rates (calibration) */
     float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
@@ -19,19 +19,19 @@ struct sched {
     int *kmax, *ell;
 };
 
-int sched_parse(const char *name, sched_kind *out) {
+int vpolicy_parse(const char *name, vpolicy_kind *out) {
     static const char *names[] = {"fixed", "threshold", "confidence", "adaptive"};
     for (int i = 0; i < 4; i++)
-        if (!strcmp(name, names[i])) { *out = (sched_kind)i; return 0; }
+        if (!strcmp(name, names[i])) { *out = (vpolicy_kind)i; return 0; }
     return -1;
 }
 
-void sched_admit(const cost_table *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
+void vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
     /* Start from one row per request (the bonus row), τ = n. Candidates in
      * descending survival; ties by position, then request, so prefixes are
      * admitted in order. */
     int B = n;
-    double tau = n, theta = tau / cost_seconds(cost, B);
+    double tau = n, theta = tau / cost_curve_at(cost, B);
     for (int r = 0; r < n; r++) ell[r] = 0;
     for (;;) {
         int best = -1;
@@ -42,7 +42,7 @@ void sched_admit(const cost_table *cost, const float (*a)[SPEC_MAX_DEPTH], const
             if (v > ba || (v == ba && best >= 0 && ell[r] < ell[best])) { ba = v; best = r; }
         }
         if (best < 0) break;
-        double tau2 = tau + ba, theta2 = tau2 / cost_seconds(cost, B + 1);
+        double tau2 = tau + ba, theta2 = tau2 / cost_curve_at(cost, B + 1);
         if (!(theta2 > theta)) break;   /* first non-improvement: stop */
         tau = tau2;
         theta = theta2;
@@ -60,8 +60,8 @@ static float signal(const spec_proposal *p, int i) {
 }
 
 static void choose(void *ctx, spec_proposal *props, int n) {
-    sched *s = ctx;
-    if (s->o.kind == SCHED_THRESHOLD) {
+    vpolicy *s = ctx;
+    if (s->o.kind == VPOLICY_THRESHOLD) {
         for (int r = 0; r < n; r++) {
             int k = 0;
             while (k < props[r].k) {
@@ -79,7 +79,7 @@ static void choose(void *ctx, spec_proposal *props, int n) {
         float surv = 1.0f;
         for (int i = 0; i < p->k; i++) {
             float c = signal(p, i);
-            if (s->o.kind == SCHED_ADAPTIVE) {
+            if (s->o.kind == VPOLICY_ADAPTIVE) {
                 /* no head: the estimate itself; with one: the head, rescaled
                  * by how well its past predictions matched reality */
                 if (c < 0) c = est[i];
@@ -94,12 +94,12 @@ static void choose(void *ctx, spec_proposal *props, int n) {
         }
         s->kmax[r] = p->k;
     }
-    sched_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
+    vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
     for (int r = 0; r < n; r++) props[r].k = s->ell[r];
 }
 
 static void observe(void *ctx, const spec_proposal *p, int n_acc) {
-    sched *s = ctx;
+    vpolicy *s = ctx;
     if (p->slot < 0 || p->slot >= s->o.max_slots) return;
     float al = (float)s->o.alpha;
     float *est = s->est[p->slot], *pred = s->pred[p->slot];
@@ -115,7 +115,7 @@ static void observe(void *ctx, const spec_proposal *p, int n_acc) {
 }
 
 static void reset(void *ctx, int slot) {
-    sched *s = ctx;
+    vpolicy *s = ctx;
     if (slot < 0 || slot >= s->o.max_slots) return;
     for (int i = 0; i < SPEC_MAX_DEPTH; i++) {
         s->est[slot][i] = s->glob[i] > EST_FLOOR ? s->glob[i] : EST_FLOOR;
@@ -123,16 +123,16 @@ static void reset(void *ctx, int slot) {
     }
 }
 
-int sched_create(sched **out, const sched_opts *o, char *err, size_t errlen) {
+int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errlen) {
     *out = NULL;
-    if (o->max_slots < 1) return errf(err, errlen, "scheduler: max_slots must be ≥ 1");
-    if ((o->kind == SCHED_CONFIDENCE || o->kind == SCHED_ADAPTIVE) && (!o->cost || o->cost->n < 1))
-        return errf(err, errlen, "scheduler: confidence/adaptive need a cost table");
-    if (o->kind == SCHED_THRESHOLD && !(o->p_min >= 0 && o->p_min <= 1))
-        return errf(err, errlen, "scheduler: --p-min %g outside [0, 1]", o->p_min);
-    if (o->kind == SCHED_ADAPTIVE && !(o->alpha >= 0 && o->alpha < 1))
-        return errf(err, errlen, "scheduler: --adaptive-alpha %g outside [0, 1)", o->alpha);
-    sched *s = calloc(1, sizeof *s);
+    if (o->max_slots < 1) return errf(err, errlen, "verify policy: max_slots must be ≥ 1");
+    if ((o->kind == VPOLICY_CONFIDENCE || o->kind == VPOLICY_ADAPTIVE) && (!o->cost || o->cost->n < 1))
+        return errf(err, errlen, "verify policy: confidence/adaptive need a cost curve");
+    if (o->kind == VPOLICY_THRESHOLD && !(o->p_min >= 0 && o->p_min <= 1))
+        return errf(err, errlen, "verify policy: --p-min %g outside [0, 1]", o->p_min);
+    if (o->kind == VPOLICY_ADAPTIVE && !(o->alpha >= 0 && o->alpha < 1))
+        return errf(err, errlen, "verify policy: --adaptive-alpha %g outside [0, 1)", o->alpha);
+    vpolicy *s = calloc(1, sizeof *s);
     if (!s) return errf(err, errlen, "out of memory");
     s->o = *o;
     size_t n = (size_t)o->max_slots;
@@ -142,7 +142,7 @@ int sched_create(sched **out, const sched_opts *o, char *err, size_t errlen) {
     s->kmax = calloc(n, sizeof(int));
     s->ell = calloc(n, sizeof(int));
     if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell) {
-        sched_free(s);
+        vpolicy_free(s);
         return errf(err, errlen, "out of memory");
     }
     for (int i = 0; i < SPEC_MAX_DEPTH; i++) s->glob[i] = EST_PRIOR;
@@ -151,15 +151,15 @@ int sched_create(sched **out, const sched_opts *o, char *err, size_t errlen) {
     return 0;
 }
 
-void sched_free(sched *s) {
+void vpolicy_free(vpolicy *s) {
     if (!s) return;
     free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell);
     free(s);
 }
 
-spec_scheduler sched_hook(sched *s) {
-    spec_scheduler h = {0};
-    if (!s || s->o.kind == SCHED_FIXED) return h;
+spec_verify_hook vpolicy_hook(vpolicy *s) {
+    spec_verify_hook h = {0};
+    if (!s || s->o.kind == VPOLICY_FIXED) return h;
     h.ctx = s;
     h.choose = choose;
     h.observe = observe;

@@ -1,12 +1,14 @@
 /* cli_profile.c — `specbed profile`: measures the verify cost curve
  * (seconds per step vs rows in the verify batch, plus the drafter's cost per
- * drafted token) and writes it as a cost table JSON (spec/cost_table.h) for
+ * drafted token) and writes it as a cost table JSON (common/cost_curve.h) for
  * --cost-table, the confidence/adaptive schedulers and the depth recommender. */
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
-#include "cli_args.h"
-#include "cost_table.h"
+#include "args.h"
+
+#define CMD "specbed profile"
+#include "cost_profile.h"
 #include "drafters.h"
 
 static void help(FILE *f) {
@@ -33,13 +35,13 @@ int cli_profile(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); return 0; }
-        else if (!strcmp(a, "--model")) { if (!(v = arg_value(argc, argv, &i))) return 2; model_dir = v; }
-        else if (!strcmp(a, "--out")) { if (!(v = arg_value(argc, argv, &i))) return 2; out = v; }
-        else if (!strcmp(a, "--drafter")) { if (!(v = arg_value(argc, argv, &i))) return 2; dop.name = v; }
-        else if (!strcmp(a, "--draft-model")) { if (!(v = arg_value(argc, argv, &i))) return 2; dop.draft_model = v; }
-        else if (!strcmp(a, "--max-rows")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 4096, &max_rows)) return 2; }
-        else if (!strcmp(a, "--history")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 1 << 20, &history)) return 2; }
-        else if (!strcmp(a, "--reps")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 1000, &reps)) return 2; }
+        else if (!strcmp(a, "--model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; model_dir = v; }
+        else if (!strcmp(a, "--out")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; out = v; }
+        else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.name = v; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.draft_model = v; }
+        else if (!strcmp(a, "--max-rows")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 4096, &max_rows)) return 2; }
+        else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
+        else if (!strcmp(a, "--reps")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1000, &reps)) return 2; }
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model_dir || !out) { fprintf(stderr, "specbed profile: --model DIR and --out FILE are required\n"); return 2; }
@@ -49,17 +51,17 @@ int cli_profile(int argc, char **argv) {
                           .max_seq_len = history + max_rows + 64};
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "specbed profile: %s\n", err); return 1; }
     drafter *d = NULL;
-    cost_table t;
+    cost_curve t;
     int rc = 1;
     if (drafter_create(&d, &dop, e, err, sizeof err)) { fprintf(stderr, "specbed profile: %s\n", err); goto out; }
-    if (cost_table_profile(&t, e, d, max_rows, history, reps, err, sizeof err) ||
-        cost_table_save(&t, out, err, sizeof err)) {
+    if (cost_profile(&t, e, d, max_rows, history, reps, err, sizeof err) ||
+        cost_curve_save(&t, out, err, sizeof err)) {
         fprintf(stderr, "specbed profile: %s\n", err);
         goto out;
     }
     printf("%8s %12s %14s\n", "rows", "ms/step", "ms/row");
     for (int i = 0; i < t.n; i++)
-        printf("%8d %12.3f %14.4f\n", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
+        printf("%8g %12.3f %14.4f\n", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
     if (d) printf("drafter %s: %.3f ms per drafted token\n", d->ops->name, t.draft_seconds_per_token * 1e3);
     printf("cost table written to %s\n", out);
     rc = 0;

@@ -1,4 +1,4 @@
-/* spec_decode.h — speculative generation for a batch of prompts
+/* spec_run.h — speculative generation for a batch of prompts
  * (DESIGN §4): each step, the drafter proposes up to `depth` tokens per
  * sequence, the target runs ONE ragged forward over [last, d_1..d_k] of every
  * sequence, the verifier accepts a prefix plus one token, and the KV cache
@@ -16,27 +16,18 @@
 typedef struct {
     gen_params gen;      /* max_tokens, sampling, seed, ignore_eos */
     int depth;           /* K: drafts proposed per step, 1..SPEC_MAX_DEPTH */
-    spec_scheduler sched;/* verification scheduler hook (zero = fixed: verify all) */
+    spec_verify_hook verify;  /* verify policy hook (zero = fixed: verify all) */
 } spec_params;
 
 typedef struct {
     double prefill_s, draft_s, verify_s, total_s;
     long prefill_tokens, generated_tokens, steps;
+    spec_counters counters;   /* this run's speculative counters (spec_metrics.h) */
 } spec_timing;
 
 /* drafter may be NULL (speculation off: depth is ignored, one row per step). */
 int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_prompt, int n,
              const spec_params *p, gen_token_cb cb, void *user, gen_result *results,
              spec_timing *timing, char *err, size_t errlen);
-
-/* Field definitions shared by every report (vLLM / SGLang / DeepSpec):
- * accept length = committed tokens per verify step per sequence (bonus
- * included); acceptance rate = accepted ÷ drafted; per-position rate i =
- * accepted_at[i] ÷ drafts, vLLM's definition: the unconditional probability
- * that draft i (0-based) is accepted, a draft shorter than i+1 counting as
- * not accepted there. All return 0 when their denominator is 0. */
-double spec_accept_length(const drafter_counters *c);
-double spec_acceptance_rate(const drafter_counters *c);
-double spec_position_rate(const drafter_counters *c, int i);
 
 #endif

@@ -7,8 +7,10 @@
 #include <string.h>
 #include <time.h>
 #include "cli.h"
-#include "cli_args.h"
-#include "verify_sched.h"
+#include "args.h"
+
+#define CMD "specbed serve"
+#include "verify_policy.h"
 #include "server.h"
 
 static void help(FILE *f) {
@@ -31,7 +33,7 @@ static void help(FILE *f) {
         "  --draft-model DIR         draft model for --drafter draft\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
         "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 3, 1)\n"
-        "  --verify-schedule S       how many drafts each step verifies: " SCHED_NAMES "\n"
+        "  --verify-schedule S       how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                            (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
         "  --p-min P                 threshold: stop at the first draft whose confidence is below P\n"
         "                            (default 0.5)\n"
@@ -74,9 +76,9 @@ static int parse_fault(const char *spec, spec_fault *f) {
         float p;
         int rows;
         unsigned long long seed;
-        if (!strcmp(kv, "rows")) { if (arg_int("--inject-fault rows", v, 1, 1 << 20, &rows)) return -1; f->min_rows = rows; }
-        else if (!strcmp(kv, "p")) { if (arg_float("--inject-fault p", v, 0, 1, &p)) return -1; f->p = p; }
-        else if (!strcmp(kv, "seed")) { if (arg_u64("--inject-fault seed", v, &seed)) return -1; f->seed = seed; }
+        if (!strcmp(kv, "rows")) { if (opt_int(CMD, "--inject-fault rows", v, 1, 1 << 20, &rows)) return -1; f->min_rows = rows; }
+        else if (!strcmp(kv, "p")) { if (opt_float(CMD, "--inject-fault p", v, 0, 1, &p)) return -1; f->p = p; }
+        else if (!strcmp(kv, "seed")) { if (opt_u64(CMD, "--inject-fault seed", v, &seed)) return -1; f->seed = seed; }
         else goto bad;
     }
     return 0;
@@ -91,34 +93,34 @@ static int parse(int argc, char **argv, server_opts *o) {
         const char *a = argv[i], *v;
         float fl;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
-#define VAL() if (!(v = arg_value(argc, argv, &i))) return -1
+#define VAL() if (!(v = opt_value(CMD, argc, argv, &i))) return -1
         else if (!strcmp(a, "--model")) { VAL(); o->model_dir = v; }
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->served_name = v; }
         else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
         else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; }
         else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
         else if (!strcmp(a, "--api-key")) { VAL(); if (!*v) { fprintf(stderr, "specbed serve: --api-key is empty\n"); return -1; } o->api_key = v; }
-        else if (!strcmp(a, "--depth")) { VAL(); if (arg_int(a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
-        else if (!strcmp(a, "--ngram-max")) { VAL(); if (arg_int(a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
-        else if (!strcmp(a, "--ngram-min")) { VAL(); if (arg_int(a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
-        else if (!strcmp(a, "--port")) { VAL(); if (arg_int(a, v, 0, 65535, &o->port)) return -1; }
-        else if (!strcmp(a, "--max-running")) { VAL(); if (arg_int(a, v, 1, 1024, &o->max_running)) return -1; }
-        else if (!strcmp(a, "--max-queue")) { VAL(); if (arg_int(a, v, 0, 1 << 20, &o->max_queue)) return -1; }
-        else if (!strcmp(a, "--max-seq-len")) { VAL(); if (arg_int(a, v, 2, 1 << 20, &o->max_seq_len)) return -1; }
-        else if (!strcmp(a, "--decode-log-interval")) { VAL(); if (arg_int(a, v, 0, 1 << 30, &o->decode_log_interval)) return -1; }
+        else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
+        else if (!strcmp(a, "--ngram-max")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
+        else if (!strcmp(a, "--ngram-min")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--port")) { VAL(); if (opt_int(CMD, a, v, 0, 65535, &o->port)) return -1; }
+        else if (!strcmp(a, "--max-running")) { VAL(); if (opt_int(CMD, a, v, 1, 1024, &o->max_running)) return -1; }
+        else if (!strcmp(a, "--max-queue")) { VAL(); if (opt_int(CMD, a, v, 0, 1 << 20, &o->max_queue)) return -1; }
+        else if (!strcmp(a, "--max-seq-len")) { VAL(); if (opt_int(CMD, a, v, 2, 1 << 20, &o->max_seq_len)) return -1; }
+        else if (!strcmp(a, "--decode-log-interval")) { VAL(); if (opt_int(CMD, a, v, 0, 1 << 30, &o->decode_log_interval)) return -1; }
         else if (!strcmp(a, "--verify-schedule")) {
             VAL();
-            sched_kind k;
-            if (sched_parse(v, &k)) {
-                fprintf(stderr, "specbed serve: --verify-schedule expects %s, got '%s'\n", SCHED_NAMES, v);
+            vpolicy_kind k;
+            if (vpolicy_parse(v, &k)) {
+                fprintf(stderr, "specbed serve: --verify-schedule expects %s, got '%s'\n", VPOLICY_NAMES, v);
                 return -1;
             }
-            o->verify_schedule = v;
+            o->verify.name = v;
         }
-        else if (!strcmp(a, "--p-min")) { VAL(); if (arg_float(a, v, 0, 1, &fl)) return -1; o->p_min = fl; }
-        else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (arg_float(a, v, 0, 0.999, &fl)) return -1; o->alpha = fl; }
-        else if (!strcmp(a, "--cost-table")) { VAL(); o->cost_table = v; }
-        else if (!strcmp(a, "--drain-timeout")) { VAL(); if (arg_float(a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
+        else if (!strcmp(a, "--p-min")) { VAL(); if (opt_float(CMD, a, v, 0, 1, &fl)) return -1; o->verify.p_min = fl; }
+        else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (opt_float(CMD, a, v, 0, 0.999, &fl)) return -1; o->verify.alpha = fl; }
+        else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; }
+        else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
         else if (!strcmp(a, "--inject-fault")) {
             o->fault_on = 1;
             o->fault = (spec_fault){.min_rows = 4, .p = 0.25, .seed = 1};

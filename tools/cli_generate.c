@@ -6,19 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "cli_args.h"
+#include "args.h"
+
+#define CMD "specbed generate"
 #include "generate.h"
 #include "drafters.h"
 #include "outfile.h"
-#include "verify_sched.h"
-#include "spec_decode.h"
+#include "verify_policy.h"
+#include "spec_run.h"
 
 typedef struct {
     const char *model_dir, *prompt, *prompt_file, *stats_json;
     int max_tokens, top_k, ignore_eos, depth;
     drafter_opts dr;
-    const char *schedule, *cost_table;
-    float p_min, alpha;
+    vpolicy_args verify;
     float temperature, top_p;
     unsigned long long seed;
 } gen_opts;
@@ -43,7 +44,7 @@ static void help(FILE *f) {
         "  --drafter NAME      speculative drafter: " DRAFTER_NAMES " (default none)\n"
         "  --depth K           drafts per verify step, 1..16 (default 4); never read from a checkpoint\n"
         "  --draft-model DIR   draft model for --drafter draft (same tokenizer required)\n"
-        "  --verify-schedule S how many drafts each step verifies: " SCHED_NAMES "\n"
+        "  --verify-schedule S how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                      (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
         "  --p-min P           threshold: stop at the first draft whose confidence (or draft\n"
         "                      distribution's top probability) is below P (default 0.5)\n"
@@ -60,35 +61,35 @@ static void help(FILE *f) {
 
 static int parse(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1},
-                    .schedule = "fixed", .p_min = 0.5f, .alpha = 0.8f};
+                    .verify = VPOLICY_ARGS_DEFAULT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
-        else if (!strcmp(a, "--model")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->model_dir = v; }
-        else if (!strcmp(a, "--prompt")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->prompt = v; }
-        else if (!strcmp(a, "--prompt-file")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->prompt_file = v; }
-        else if (!strcmp(a, "--drafter")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->dr.name = v; }
-        else if (!strcmp(a, "--draft-model")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->dr.draft_model = v; }
-        else if (!strcmp(a, "--depth")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
-        else if (!strcmp(a, "--ngram-max")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
-        else if (!strcmp(a, "--ngram-min")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
-        else if (!strcmp(a, "--verify-schedule")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->schedule = v; }
-        else if (!strcmp(a, "--cost-table")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->cost_table = v; }
-        else if (!strcmp(a, "--p-min")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 1, &o->p_min)) return -1; }
-        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 0.999, &o->alpha)) return -1; }
-        else if (!strcmp(a, "--stats-json")) { if (!(v = arg_value(argc, argv, &i))) return -1; o->stats_json = v; }
-        else if (!strcmp(a, "--max-tokens")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
-        else if (!strcmp(a, "--top-k")) { if (!(v = arg_value(argc, argv, &i)) || arg_int(a, v, 0, 1 << 30, &o->top_k)) return -1; }
-        else if (!strcmp(a, "--temperature")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 100, &o->temperature)) return -1; }
-        else if (!strcmp(a, "--top-p")) { if (!(v = arg_value(argc, argv, &i)) || arg_float(a, v, 0, 1, &o->top_p)) return -1; }
-        else if (!strcmp(a, "--seed")) { if (!(v = arg_value(argc, argv, &i)) || arg_u64(a, v, &o->seed)) return -1; }
+        else if (!strcmp(a, "--model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->model_dir = v; }
+        else if (!strcmp(a, "--prompt")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt = v; }
+        else if (!strcmp(a, "--prompt-file")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt_file = v; }
+        else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.name = v; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; }
+        else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
+        else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
+        else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--verify-schedule")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.name = v; }
+        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; }
+        else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; }
+        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 0.999, &o->verify.alpha)) return -1; }
+        else if (!strcmp(a, "--stats-json")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->stats_json = v; }
+        else if (!strcmp(a, "--max-tokens")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
+        else if (!strcmp(a, "--top-k")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 30, &o->top_k)) return -1; }
+        else if (!strcmp(a, "--temperature")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 100, &o->temperature)) return -1; }
+        else if (!strcmp(a, "--top-p")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 1, &o->top_p)) return -1; }
+        else if (!strcmp(a, "--seed")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_u64(CMD, a, v, &o->seed)) return -1; }
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
     if (!o->model_dir) { fprintf(stderr, "specbed generate: --model DIR is required\n"); return -1; }
-    sched_kind k;
-    if (sched_parse(o->schedule, &k)) {
-        fprintf(stderr, "specbed generate: --verify-schedule expects %s, got '%s'\n", SCHED_NAMES, o->schedule);
+    vpolicy_kind k;
+    if (vpolicy_parse(o->verify.name, &k)) {
+        fprintf(stderr, "specbed generate: --verify-schedule expects %s, got '%s'\n", VPOLICY_NAMES, o->verify.name);
         return -1;
     }
     if (!o->prompt == !o->prompt_file) {
@@ -128,16 +129,16 @@ static int write_stats(const char *path, const gen_opts *o, const gen_result *r,
     cJSON_AddNumberToObject(j, "verify_steps", (double)t->steps);
     cJSON_AddStringToObject(j, "drafter", o->dr.name);
     if (d) {
-        const drafter_counters *c = &d->counters;
+        spec_rates c = spec_rates_between(NULL, &t->counters);
         cJSON_AddNumberToObject(j, "depth", o->depth);
-        cJSON_AddNumberToObject(j, "num_drafts", (double)c->drafts);
-        cJSON_AddNumberToObject(j, "num_draft_tokens", (double)c->drafted_tokens);
-        cJSON_AddNumberToObject(j, "num_accepted_tokens", (double)c->accepted_tokens);
-        cJSON_AddNumberToObject(j, "empty_proposals", (double)c->empty_proposals);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", spec_accept_length(c));
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", spec_acceptance_rate(c));
+        cJSON_AddNumberToObject(j, "num_drafts", (double)c.drafts);
+        cJSON_AddNumberToObject(j, "num_draft_tokens", (double)c.drafted_tokens);
+        cJSON_AddNumberToObject(j, "num_accepted_tokens", (double)c.accepted_tokens);
+        cJSON_AddNumberToObject(j, "empty_proposals", (double)c.empty_proposals);
+        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", c.accept_length);
+        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", c.acceptance_rate);
         cJSON *pp = cJSON_AddArrayToObject(j, "acceptance_per_position");
-        for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(spec_position_rate(c, i)));
+        for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(c.position_rate[i]));
     }
     cJSON_AddNumberToObject(j, "temperature", o->temperature);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
@@ -189,8 +190,8 @@ int cli_generate(int argc, char **argv) {
     double load_s = gen_now() - t0;
     int *ids = NULL, n_ids = 0, rc = 1;
     drafter *d = NULL;
-    sched *sc_ = NULL;
-    cost_table cost = {0};
+    vpolicy *sc_ = NULL;
+    cost_curve cost = {0};
     if (tok_encode(e->tok, prompt, prompt_len, &ids, &n_ids, err, sizeof err)) {
         fprintf(stderr, "specbed generate: prompt: %s\n", err);
         goto out;
@@ -204,27 +205,15 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     if (d) fprintf(stderr, "drafter %s, serving depth %d (from --depth)\n", d->ops->name, o.depth);
-    sched_opts so = {.p_min = o.p_min, .alpha = o.alpha, .cost = &cost, .max_slots = 1};
-    sched_parse(o.schedule, &so.kind);
-    if (d && (so.kind == SCHED_CONFIDENCE || so.kind == SCHED_ADAPTIVE)) {
-        if (o.cost_table) {
-            if (cost_table_load(&cost, o.cost_table, err, sizeof err)) { fprintf(stderr, "specbed generate: %s\n", err); goto out; }
-        } else {
-            fprintf(stderr, "no --cost-table: profiling verify cost at startup ...\n");
-            if (cost_table_profile(&cost, e, NULL, 4 * (o.depth + 1), 128, 3, err, sizeof err)) {
-                fprintf(stderr, "specbed generate: %s\n", err);
-                goto out;
-            }
-            fprintf(stderr, "cost: %d rows %.2f ms ... %d rows %.2f ms per step\n", cost.rows[0],
-                    cost.seconds[0] * 1e3, cost.rows[cost.n - 1], cost.seconds[cost.n - 1] * 1e3);
-        }
+    if (d && vpolicy_setup(&sc_, &cost, &o.verify, e, 1, o.depth, stderr, err, sizeof err)) {
+        fprintf(stderr, "specbed generate: %s\n", err);
+        goto out;
     }
-    if (d && sched_create(&sc_, &so, err, sizeof err)) { fprintf(stderr, "specbed generate: %s\n", err); goto out; }
     stream_ctx sc = {.tok = e->tok};
     gen_result r;
     spec_timing t;
     const int *pp = ids;
-    spec_params sp = {.gen = gp, .depth = o.depth, .sched = sched_hook(sc_)};
+    spec_params sp = {.gen = gp, .depth = o.depth, .verify = vpolicy_hook(sc_)};
     if (spec_run(e, d, &pp, &n_ids, 1, &sp, on_token, &sc, &r, &t, err, sizeof err)) {
         fprintf(stderr, "specbed generate: %s\n", err);
         goto out;
@@ -239,7 +228,7 @@ int cli_generate(int argc, char **argv) {
             n_ids, t.prefill_s > 0 ? t.prefill_tokens / t.prefill_s : 0.0, r.n_tokens,
             decode_s > 0 ? (r.n_tokens - 1) / decode_s : 0.0);
     if (d) {
-        drafter_print_stats(stderr, d, o.depth);
+        drafter_print_stats(stderr, d, &t.counters, o.depth);
         fprintf(stderr, "time: draft %.3f s, verify %.3f s, other %.3f s\n", t.draft_s, t.verify_s,
                 decode_s - t.draft_s - t.verify_s);
     }
@@ -249,7 +238,7 @@ int cli_generate(int argc, char **argv) {
 out:
     free(ids);
     free(prompt_buf);
-    sched_free(sc_);
+    vpolicy_free(sc_);
     drafter_free(d);
     gen_engine_free(e);
     return rc;

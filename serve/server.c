@@ -18,29 +18,16 @@ void server_opts_default(server_opts *o) {
     o->decode_log_interval = 40;
     o->max_body = 4u << 20;
     o->drain_s = 10.0;
-    o->verify_schedule = "fixed";
-    o->p_min = 0.5;
-    o->alpha = 0.8;
+    o->verify = (vpolicy_args)VPOLICY_ARGS_DEFAULT;
 }
 
 /* --verify-schedule: how many of each request's drafts a step verifies. */
-static int setup_schedule(server *s, char *err, size_t errlen) {
-    sched_opts so = {.p_min = s->o.p_min, .alpha = s->o.alpha, .cost = &s->cost, .max_slots = s->o.max_running};
-    if (sched_parse(s->o.verify_schedule ? s->o.verify_schedule : "fixed", &so.kind))
-        return errf(err, errlen, "verify schedule '%s' is not one of %s", s->o.verify_schedule, SCHED_NAMES);
-    if (!s->d || so.kind == SCHED_FIXED) return 0;
-    if (so.kind == SCHED_CONFIDENCE || so.kind == SCHED_ADAPTIVE) {
-        if (s->o.cost_table) {
-            if (cost_table_load(&s->cost, s->o.cost_table, err, errlen)) return -1;
-        } else {
-            fprintf(s->log, "specbed serve: no cost table given: profiling verify cost at startup ...\n");
-            int rows = s->o.max_running * (s->o.depth + 1);
-            if (cost_table_profile(&s->cost, s->e, NULL, rows, 128, 3, err, errlen)) return -1;
-        }
-    }
-    if (sched_create(&s->vs, &so, err, errlen)) return -1;
-    spec_scheduler hook = sched_hook(s->vs);
-    spec_batch_set_scheduler(s->b, &hook);
+static int setup_policy(server *s, char *err, size_t errlen) {
+    if (!s->d) return 0;
+    if (vpolicy_setup(&s->policy, &s->cost, &s->o.verify, s->e, s->o.max_running, s->o.depth, s->log, err, errlen))
+        return -1;
+    spec_verify_hook hook = vpolicy_hook(s->policy);
+    spec_batch_set_verify_hook(s->b, &hook);
     return 0;
 }
 
@@ -88,20 +75,20 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     s->o.dr.depth = s->o.depth;
     if (drafter_create(&s->d, &s->o.dr, s->e, err, errlen)) goto fail;
     spec_callbacks cb = {0};
-    srv_sched_callbacks(s, &cb);
+    srv_loop_callbacks(s, &cb);
     if (spec_batch_create(&s->b, s->e, s->d, s->d ? o->depth : 0, &cb, err, errlen)) goto fail;
     if (o->fault_on) spec_batch_set_fault(s->b, &o->fault);
-    if (setup_schedule(s, err, errlen)) goto fail;
+    if (setup_policy(s, err, errlen)) goto fail;
     s->waiting = calloc((size_t)(o->max_queue + N), sizeof *s->waiting);
     s->running = calloc((size_t)N, sizeof *s->running);
     if (!s->waiting || !s->running) { errf(err, errlen, "out of memory"); goto fail; }
-    if (srv_sched_start(s, err, errlen)) goto fail;
+    if (srv_loop_start(s, err, errlen)) goto fail;
     if (srv_http_start(s, err, errlen)) goto fail;
     fprintf(s->log, "specbed serve: listening on http://%s%s%s:%d (model %s as '%s', drafter %s, depth %d, "
             "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d)\n",
             strchr(s->o.host, ':') ? "[" : "", s->o.host, strchr(s->o.host, ':') ? "]" : "", s->port,
             o->model_dir, s->served_name, s->d ? s->d->ops->name : "none", s->d ? o->depth : 0,
-            s->vs ? o->verify_schedule : "fixed", N, o->max_queue,
+            s->policy ? o->verify.name : "fixed", N, o->max_queue,
             s->e->opts.max_seq_len, s->e->opts.max_batch_rows);
     if (o->fault_on)
         fprintf(s->log, "specbed serve: FAULT INJECTION IS ON (rows=%d,p=%g,seed=%llu): verify steps with at least "
@@ -123,7 +110,7 @@ void server_shutdown(server *s) {
     if (!s || s->shut) return;
     s->shut = 1;
     srv_http_quiesce(s);
-    srv_sched_stop(s);    /* drains or cancels: every connection thread's wait ends */
+    srv_loop_stop(s);    /* drains or cancels: every connection thread's wait ends */
     srv_http_stop(s);
 }
 
@@ -131,7 +118,7 @@ void server_free(server *s) {
     if (!s) return;
     server_shutdown(s);
     spec_batch_free(s->b);
-    sched_free(s->vs);
+    vpolicy_free(s->policy);
     drafter_free(s->d);
     gen_engine_free(s->e);
     free(s->waiting);

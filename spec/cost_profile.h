@@ -1,0 +1,19 @@
+/* cost_profile.h — measuring the verify cost curve (common/cost_curve.h) of
+ * this engine: `specbed profile`, or briefly at startup when a verify policy
+ * needs a curve and none was given. */
+#ifndef SPECBED_COST_PROFILE_H
+#define SPECBED_COST_PROFILE_H
+#include <stddef.h>
+#include "cost_curve.h"
+#include "drafter.h"
+#include "engine.h"
+
+/* Measures the target (and, with d, the drafter's cost per drafted token):
+ * one forward of B rows spread over min(B, max_seqs, 8) sequences that each
+ * hold `history` tokens, for B in a ladder (1..8 every row, then ×1.5) up to
+ * max_rows; the median of `reps` per point. Takes a few seconds on the
+ * bundled model. Leaves the KV cache as it found it. */
+int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int history, int reps, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,69 @@
+/* verify_policy.h — verify policies (DESIGN §6): how many of each request's
+ * drafts one verify step checks.
+ *   fixed       all K drafts (no hook installed)
+ *   threshold   stop at the first draft whose confidence (or, without a
+ *               confidence head, its distribution's top probability) < p_min
+ *   confidence  DSpark Algorithm 1: survival a_{r,j} = Π_{i≤j} c_{r,i};
+ *               admit (request, position) candidates in descending a while
+ *               Θ = τ · SPS(B) improves (τ = expected committed tokens,
+ *               B = verify rows, SPS from the cost table); stop at the first
+ *               non-improvement
+ *   adaptive    the same objective with per-request, per-position
+ *               acceptance estimates p ← α·p_prev + (1−α)·observed (α weights
+ *               HISTORY, as vLLM's 0.8 does; α = 0 keeps only the last step);
+ *               with a confidence head, the estimates calibrate it instead
+ *
+ * Lossless by construction: every signal used for position j is fixed before
+ * d_j is drawn (c_j depends on d_{j−1}, never on d_j; the top probability is
+ * a property of q_j, not of the sampled token). A scheduler that looked at
+ * d_j itself would bias sampled output (tests/test_sched.c shows it). */
+#ifndef SPECBED_VERIFY_POLICY_H
+#define SPECBED_VERIFY_POLICY_H
+#include <stdio.h>
+#include "cost_curve.h"
+#include "spec_batch.h"
+
+typedef enum { VPOLICY_FIXED = 0, VPOLICY_THRESHOLD, VPOLICY_CONFIDENCE, VPOLICY_ADAPTIVE } vpolicy_kind;
+#define VPOLICY_NAMES "fixed|threshold|confidence|adaptive"
+
+typedef struct {
+    vpolicy_kind kind;
+    double p_min;             /* threshold: default 0.5 */
+    double alpha;             /* adaptive: default 0.8 (weight on history) */
+    const cost_curve *cost;   /* confidence/adaptive: borrowed, must outlive the policy */
+    int max_slots;            /* request slots (the engine's max_seqs) */
+} vpolicy_opts;
+
+typedef struct vpolicy vpolicy;
+
+int  vpolicy_parse(const char *name, vpolicy_kind *out);   /* 0 ok, -1 unknown */
+int  vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errlen);
+void vpolicy_free(vpolicy *s);
+/* The hook to install with spec_batch_set_verify_hook (kind fixed: choose = NULL). */
+spec_verify_hook vpolicy_hook(vpolicy *s);
+
+/* The admission rule alone, exposed for tests and the depth recommender:
+ * given per-request survival curves a[r][j] (non-increasing in j, r < n,
+ * j < kmax[r]) and the cost table, writes the number of drafts admitted per
+ * request into ell[r]. */
+void vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell);
+
+/* A verify policy as a command line asks for it (generate, serve, bench_spec). */
+typedef struct {
+    const char *name;        /* one of VPOLICY_NAMES; NULL = fixed */
+    double p_min;            /* threshold */
+    double alpha;            /* adaptive */
+    const char *cost_path;   /* confidence/adaptive: a cost curve file; NULL = profile the engine */
+} vpolicy_args;
+#define VPOLICY_ARGS_DEFAULT {.name = "fixed", .p_min = 0.5, .alpha = 0.8}
+
+/* The one place a command turns vpolicy_args into a policy: checks the
+ * name, fills *cost when the policy needs one and cost->n is 0 (loads
+ * cost_path, or profiles the engine over up to max_slots × (max_depth + 1)
+ * rows, saying so on log), and creates the policy for max_slots request
+ * slots. *out stays NULL for "fixed" (no hook needed). cost is borrowed by
+ * the policy and must outlive it. */
+int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_engine *e, int max_slots,
+                  int max_depth, FILE *log, char *err, size_t errlen);
+
+#endif
