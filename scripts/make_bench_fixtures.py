@@ -10,7 +10,7 @@ servers' own sources and from logs users posted:
     here, so the parser must sum label sets);
   - llama.cpp server /metrics (llamacpp: prefix, no labels,
     spec_decode_num_drafts_total = verification steps, no per-position counter);
-  - specbed serve /metrics (engine/server_metrics.c);
+  - specbed serve /metrics (serve/server_metrics.c);
   - SGLang /metrics gauges (sglang:spec_accept_length with rank labels);
   - SGLang scheduler "Decode batch" log lines: the older "Decode batch." form
     (2025-02 logs: no accept len, largest-len, cuda graph), the newer

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: set up, build with warnings as errors
-# and AddressSanitizer + UndefinedBehaviorSanitizer, run every ctest test.
-# Extra arguments go to ctest (e.g. -L unit, -R tokenizer).
+# and AddressSanitizer + UndefinedBehaviorSanitizer, run every ctest test but
+# the slow label. Extra arguments go to ctest (e.g. -L unit, -R tokenizer).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build-test}"

@@ -97,8 +97,6 @@ static void admit(server *s) {   /* caller holds qmu */
         r->slot = slot;
         s->running[slot] = r;
         atomic_fetch_add(&s->n_running, 1);
-        int depth = r->p.depth < 0 ? s->o.depth : r->p.depth;
-        if (s->d && depth > s->max_depth_used) s->max_depth_used = depth;
         pthread_mutex_lock(&s->m.mu);
         s->m.prompt_tokens += r->n_prompt;
         pthread_mutex_unlock(&s->m.mu);
@@ -110,7 +108,6 @@ static void publish(server *s, int n_wait) {
     pthread_mutex_lock(&m->mu);
     m->dc = *spec_batch_counters(s->b);
     m->bs = *spec_batch_get_stats(s->b);
-    m->have_drafter = s->d != NULL;
     m->depth = s->d ? s->o.depth : 0;
     m->running = atomic_load(&s->n_running);
     m->waiting = n_wait;

@@ -96,7 +96,7 @@ typedef struct {
     /* snapshot refreshed by the scheduler after every step */
     spec_counters dc;
     spec_batch_stats bs;
-    int have_drafter, depth;
+    int depth;                    /* the server's --depth (0 without a drafter) */
     int running, waiting, pages_used, pages_total;
     long tokens_in_kv;
     /* counters the scheduler adds to */
@@ -125,7 +125,6 @@ struct server {
     int V;
     int im_start, im_end;         /* ChatML tokens, -1 if the tokenizer lacks them */
     int eos[3];                   /* ids that end generation (srv_is_eos) */
-    int max_depth_used;
 
     pthread_t loop_thread;
     int loop_started;

@@ -225,7 +225,6 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     gen_engine *e = b->e;
     drafter *d = b->d;
     const int V = b->V, H = b->H, T = b->n_taps;
-    double t_step = gen_now();
 
     /* 1. Proposals for every generating request. */
     int np = 0, n_dec = 0;
@@ -393,7 +392,6 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         memcpy(ct, pr->draft, sizeof(int) * (size_t)a);
         ct[a] = next;
         b->st.verify_seq_steps++;
-        b->st.committed += a + 1;
         if (d && q->begun) {
             spec_counters *c = &b->ctr;
             c->steps++;
@@ -427,7 +425,5 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         d->ops->accept(d, b->accs, na);
         b->ctr.draft_s += gen_now() - td;
     }
-    b->st.draft_s = d ? b->ctr.draft_s : 0;
-    b->st.step_s += gen_now() - t_step;
     return 0;
 }

@@ -91,10 +91,9 @@ long spec_batch_tokens_in_kv(const spec_batch *b);
 typedef struct {
     long steps;                 /* spec_batch_step calls that ran a forward */
     long verify_seq_steps;      /* Σ requests verified per step */
-    long committed;             /* tokens committed by verify steps */
     long prefill_tokens;
     long faults_injected;
-    double forward_s, draft_s, verify_s, step_s;
+    double forward_s, verify_s;   /* in the target forward; in verification and commit */
 } spec_batch_stats;
 const spec_batch_stats *spec_batch_get_stats(const spec_batch *b);
 /* The speculative counters of every request this batch verified, since it

@@ -21,10 +21,9 @@
  *     batches 1, 3, 8 of mixed lengths, with drafts accepted at every depth.
  * (3) Sampling: verify-step tokens keep the target's distribution (depth
  *     γ+1, so a chained block is drawn from too).
- *     (2) and (3) run in full on the fixture; on the bundled models depths
- *     1..2γ on one batch of the 8 workload prompts keep the test under a
- *     minute under ASan; SPECBED_FULL_DRAFTER_TESTS=1 runs the
- *     full sweep there too.
+ *     (2) and (3) run in full on the fixture (no argument). `bundled`: the
+ *     bundled goldens and depths 1..2γ on one batch of the 8 workload
+ *     prompts; `full` (label slow): the full sweep and sampling there.
  * (4) Bad checkpoints are refused with a message naming the problem. */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -251,12 +250,29 @@ static void refuse(gen_engine *e, const char *ddir, const char *field, const cha
     rmdir(dir);
 }
 
-int main(void) {
+static int bundled_part(int full) {
+    char err[1024];
+    gen_engine *e;
+    if (!tu_have("models/tiny/model.safetensors", "models/tiny-dspark/model.safetensors",
+                 "tests/golden/dspark/golden.json", "tests/golden/dspark-chain/golden.json", NULL))
+        return tu_skip("test_drafter_dspark", "models/tiny, models/tiny-dspark or their goldens absent");
+    gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
+    if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_dspark"); }
+    if (!full) {
+        golden_check(e, "models/tiny-dspark", "tests/golden/dspark", "models/tiny-dspark");
+        golden_check(e, "models/tiny-dspark", "tests/golden/dspark-chain", "models/tiny-dspark chained");
+    }
+    lossless_and_sampling(e, "models/tiny-dspark", 1, full);
+    gen_engine_free(e);
+    return tu_done("test_drafter_dspark");
+}
+
+int main(int argc, char **argv) {
     char err[1024];
     gen_engine *e;
     const char *fix = "tests/fixtures/dspark-tiny";
-    int bundled = dt_exists("models/tiny/model.safetensors") && dt_exists("models/tiny-dspark/model.safetensors") &&
-                  dt_exists("tests/golden/dspark/golden.json");
+    tu_part part = tu_parse_part(argc, argv);
+    if (part != TU_FIXTURES) return bundled_part(part == TU_FULL);
 
     gen_engine_opts fo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 8, .max_batch_rows = 96,
                           .max_seq_len = 512};
@@ -277,17 +293,5 @@ int main(void) {
     no.draft_model = NULL;
     CHECK(drafter_create(&d, &no, e, err, sizeof err) != 0 && !d && strstr(err, "--draft-model"));
     gen_engine_free(e);
-
-    if (bundled) {
-        gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
-        if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_dspark"); }
-        golden_check(e, "models/tiny-dspark", "tests/golden/dspark", "models/tiny-dspark");
-        if (dt_exists("tests/golden/dspark-chain/golden.json"))
-            golden_check(e, "models/tiny-dspark", "tests/golden/dspark-chain", "models/tiny-dspark chained");
-        lossless_and_sampling(e, "models/tiny-dspark", 1, getenv("SPECBED_FULL_DRAFTER_TESTS") != NULL);
-        gen_engine_free(e);
-    } else {
-        printf("models/tiny-dspark or tests/golden/dspark absent: fixture only\n");
-    }
     return tu_done("test_drafter_dspark");
 }

@@ -22,9 +22,10 @@
  * (3) Sampling: the verify steps' tokens have the target's distribution
  *     (two-sample chi-square against speculation off).
  *     (2) and (3) run in full on the fixture (its MTP was trained on the
- *     fixture target's greedy text, so drafts are accepted). On the bundled
- *     model, 8x the fixture's arithmetic per token, depths 1..8 on one batch of
- *     the 8 workload prompts keep the test under a minute under ASan; SPECBED_FULL_DRAFTER_TESTS=1 runs the full sweep there too.
+ *     fixture target's greedy text, so drafts are accepted), with no
+ *     argument. `bundled`: the bundled goldens and depths 1..8 on one batch
+ *     of the 8 workload prompts; `full` (label slow): the full sweep and
+ *     sampling on the bundled model.
  * (4) A checkpoint without an MTP module is refused. */
 #include "drafter_mtp.h"
 #include "drafter_test.h"
@@ -179,37 +180,25 @@ static void lossless_and_sampling(gen_engine *e, int bundled, int full) {
     for (int i = 0; i < np; i++) free(pr[i]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     char err[1024];
     gen_engine *e;
-    int bundled = dt_exists("models/tiny/model.safetensors") && dt_exists("tests/golden/mtp/golden.json");
-
-    /* fixture goldens always (cheap), bundled ones when there */
-    gen_engine_opts fo = {.model_dir = tu_path("tests/fixtures/qwen3-tied-mtp"), .max_seqs = 8, .max_batch_rows = 96,
-                          .max_seq_len = 512};
-    if (gen_engine_create(&e, &fo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
-    golden_check(e, "tests/golden/mtp-fixture", "fixture");
-    lossless_and_sampling(e, 0, 1);
+    tu_part part = tu_parse_part(argc, argv);
+    if (part == TU_FIXTURES) {
+        gen_engine_opts fo = {.model_dir = tu_path("tests/fixtures/qwen3-tied-mtp"), .max_seqs = 8,
+                              .max_batch_rows = 96, .max_seq_len = 512};
+        if (gen_engine_create(&e, &fo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
+        golden_check(e, "tests/golden/mtp-fixture", "fixture");
+        lossless_and_sampling(e, 0, 1);
+        gen_engine_free(e);
+        return tu_done("test_drafter_mtp");
+    }
+    if (!tu_have("models/tiny/model.safetensors", "tests/golden/mtp/golden.json", NULL))
+        return tu_skip("test_drafter_mtp", "models/tiny or tests/golden/mtp absent");
+    gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
+    if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
+    if (part == TU_BUNDLED) golden_check(e, "tests/golden/mtp", "models/tiny");
+    lossless_and_sampling(e, 1, part == TU_FULL);
     gen_engine_free(e);
-
-    if (bundled) {
-        gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
-        if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
-        golden_check(e, "tests/golden/mtp", "models/tiny");
-        lossless_and_sampling(e, 1, getenv("SPECBED_FULL_DRAFTER_TESTS") != NULL);
-        gen_engine_free(e);
-    } else {
-        printf("models/tiny or tests/golden/mtp absent: fixture only\n");
-    }
-
-    /* a target without an MTP module */
-    gen_engine_opts no = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 1, .max_seq_len = 64};
-    if (!gen_engine_create(&e, &no, err, sizeof err)) {
-        drafter *d = NULL;
-        drafter_opts o = {.name = "mtp"};
-        CHECK(drafter_create(&d, &o, e, err, sizeof err) != 0 && d == NULL && strstr(err, "num_nextn_predict_layers"));
-        printf("no MTP module: %s\n", err);
-        gen_engine_free(e);
-    }
     return tu_done("test_drafter_mtp");
 }

@@ -6,10 +6,11 @@
  * have drafted and accepted something: a disarmed drafter would trivially
  * "pass", so it fails here instead.
  *
- * Model: the bundled models/tiny family when present (code and prose
- * prompts from workloads/), else the random test fixtures, where the target
- * drafting for itself exercises the all-accepted + bonus path and the other
- * fixture exercises rejections. */
+ * No argument: the random test fixtures, where the target drafting for
+ * itself exercises the all-accepted + bonus path and the other fixture
+ * exercises rejections. `bundled`: the bundled models/tiny family on code
+ * and prose prompts from workloads/ (depths 1, 3, 5, 8; batches 1 and 8);
+ * `full` (label slow): every depth × batch there. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +29,22 @@ typedef struct {
 
 static long total_tokens[8];
 
-static void run_config(gen_engine *e, const config *c, int ci, int prompts[NP][MAXP], int *lens) {
+/* depths 1..max_depth (every `step`), batches from `batches` */
+static void run_config(gen_engine *e, const config *c, int ci, int prompts[NP][MAXP], int *lens, const int *depths,
+                       int n_depths, const int *batches, int n_batches) {
     char err[1024];
     drafter *d = NULL;
     if (drafter_create(&d, &c->dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", c->label, err); return; }
-    const int batches[3] = {1, 3, 8};
     gen_params gp = {.max_tokens = GEN, .ignore_eos = 1};
     gen_result ref[NP];
     const int *pp[NP];
     for (int i = 0; i < NP; i++) pp[i] = prompts[i];
     for (int i = 0; i < NP; i++)
         CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
-    for (int depth = 1; depth <= 8; depth++) {
+    for (int di = 0; di < n_depths; di++) {
+        int depth = depths[di];
         spec_counters cnt = {0};
-        for (int bi = 0; bi < 3; bi++) {
+        for (int bi = 0; bi < n_batches; bi++) {
             int B = batches[bi];
             for (int start = 0; start + B <= NP; start += B) {
                 gen_result out[NP];
@@ -106,12 +109,19 @@ static int load_prompts(gen_engine *e, const char *name, int prompts[][MAXP], in
     return got;
 }
 
-/* Bundled models: ngram and the draft model on code and prose prompts. */
-static void run_bundled(void) {
+static const int all_depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, all_batches[3] = {1, 3, 8};
+
+/* Bundled models: ngram and the draft model on code and prose prompts; in
+ * full every depth × batch, else depths 1, 3, 5, 8 on batches 1 and 8. */
+static int run_bundled(int full) {
+    if (!tu_have("models/tiny/model.safetensors", "models/tiny-draft/model.safetensors", "workloads/code.jsonl",
+                 "workloads/prose.jsonl", NULL))
+        return tu_skip("test_spec_lossless", "models/tiny, models/tiny-draft or workloads/ absent");
+    static const int some_depths[4] = {1, 3, 5, 8}, some_batches[2] = {1, 8};
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
-    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_spec_lossless"); }
     const char *wl[2] = {"code", "prose"};
     config cfgs[2] = {{"models/tiny", "bundled ngram", {.name = "ngram"}, 1},
                       {"models/tiny", "bundled draft", {.name = "draft", .draft_model = tu_path("models/tiny-draft"),
@@ -121,16 +131,19 @@ static void run_bundled(void) {
         int lens[NP];
         if (load_prompts(e, wl[w], prompts, lens, NP) < NP) { CHECKF(0, "workloads/%s.jsonl: too few prompts", wl[w]); continue; }
         for (int c = 0; c < 2; c++) {
-            if (c == 1 && access(tu_path("models/tiny-draft/model.safetensors"), R_OK)) continue;
             long before = total_tokens[3 + c];
-            run_config(e, &cfgs[c], 3 + c, prompts, lens);
+            run_config(e, &cfgs[c], 3 + c, prompts, lens, full ? all_depths : some_depths, full ? 8 : 4,
+                       full ? all_batches : some_batches, full ? 3 : 2);
             printf("%s on %s: %ld tokens compared\n", cfgs[c].label, wl[w], total_tokens[3 + c] - before);
         }
     }
     gen_engine_free(e);
+    return tu_done("test_spec_lossless");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    tu_part part = tu_parse_part(argc, argv);
+    if (part != TU_FIXTURES) return run_bundled(part == TU_FULL);
     char err[1024];
     const char *target = "tests/fixtures/qwen3-tied";
     gen_engine *e;
@@ -151,12 +164,11 @@ int main(void) {
     };
     int nc = (int)(sizeof cfgs / sizeof cfgs[0]);
     for (int c = 0; c < nc; c++) {
-        run_config(e, &cfgs[c], c, prompts, lens);
+        run_config(e, &cfgs[c], c, prompts, lens, all_depths, 8, all_batches, 3);
         printf("%s: %ld tokens compared\n", cfgs[c].label, total_tokens[c]);
         CHECKF(total_tokens[c] >= 2000, "%s: only %ld tokens", cfgs[c].label, total_tokens[c]);
     }
     gen_engine_free(e);
-    if (!access(tu_path("models/tiny/model.safetensors"), R_OK)) run_bundled();
-    else printf("models/tiny not present: fixtures only\n");
+
     return tu_done("test_spec_lossless");
 }

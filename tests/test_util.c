@@ -1,7 +1,10 @@
 /* test_util.c — see test_util.h. */
 #include "test_util.h"
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 int tu_failures = 0;
 
@@ -12,6 +15,29 @@ int tu_done(const char *name) {
     }
     printf("%s: ok\n", name);
     return 0;
+}
+
+tu_part tu_parse_part(int argc, char **argv) {
+    if (argc < 2) return TU_FIXTURES;
+    if (!strcmp(argv[1], "bundled")) return TU_BUNDLED;
+    if (!strcmp(argv[1], "full")) return TU_FULL;
+    fprintf(stderr, "%s: unknown part '%s' (expected nothing, bundled or full)\n", argv[0], argv[1]);
+    exit(2);
+}
+
+int tu_have(const char *rel, ...) {
+    va_list ap;
+    va_start(ap, rel);
+    int ok = 1;
+    for (const char *r = rel; r; r = va_arg(ap, const char *))
+        if (access(tu_path(r), R_OK)) ok = 0;
+    va_end(ap);
+    return ok;
+}
+
+int tu_skip(const char *name, const char *why) {
+    printf("%s: skipped: %s\n", name, why);
+    return TU_SKIP;
 }
 
 const char *tu_path(const char *rel) {

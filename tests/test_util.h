@@ -17,6 +17,20 @@ extern int tu_failures;
 /* Ends main(): prints a summary, returns the exit status. */
 int tu_done(const char *name);
 
+/* Test parts. A model test binary runs its fixture part with no argument;
+ * "bundled" runs the part that needs the bundled models/ and "full" the full
+ * depth × batch sweeps there (ctest label slow, run in a Release build by
+ * scripts/test_slow.sh). A part whose inputs are missing exits TU_SKIP, which
+ * ctest reports as skipped (SKIP_RETURN_CODE), never as passed. */
+typedef enum { TU_FIXTURES = 0, TU_BUNDLED = 1, TU_FULL = 2 } tu_part;
+#define TU_SKIP 77
+/* Exits 2 with a message on an unknown argument. */
+tu_part tu_parse_part(int argc, char **argv);
+/* 1 when every path (relative to the source tree, NULL-terminated list) exists. */
+int tu_have(const char *rel, ...);
+/* Prints "NAME: skipped: WHY" and returns TU_SKIP, for `return tu_skip(...)`. */
+int tu_skip(const char *name, const char *why);
+
 /* Path under the source tree (SPECBED_ROOT), in a static buffer per call slot. */
 const char *tu_path(const char *rel);
 

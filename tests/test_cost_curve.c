@@ -1,0 +1,101 @@
+/* label: unit */
+/* test_cost_curve.c — the one cost curve (common/cost_curve.h) that the
+ * verify policies (spec/verify_policy.c) and the depth recommender
+ * (bench/recommend.c) both read. For the same table, at every row count —
+ * below the first point, between points, past the last, fractional — the
+ * recommender's step cost is the curve's, and with drafts that always
+ * survive the confidence policy admits exactly the depth the recommender
+ * predicts to be best (both maximise committed tokens per second over the
+ * same curve). Also: the curve is sorted, averaged and monotone whatever
+ * order the points come in, and bad tables are refused by name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cost_curve.h"
+#include "recommend.h"
+#include "test_util.h"
+#include "verify_policy.h"
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(1, fabs(b)); }
+
+static void put(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* policy's ℓ for one request whose drafts all survive (a = 1), up to kmax */
+static int policy_depth(const cost_curve *c, int kmax) {
+    float a[1][SPEC_MAX_DEPTH];
+    for (int j = 0; j < SPEC_MAX_DEPTH; j++) a[0][j] = 1.0f;
+    int ell = -1;
+    vpolicy_admit(c, (const float (*)[SPEC_MAX_DEPTH])a, &kmax, 1, &ell);
+    return ell;
+}
+
+static void agree(const char *path, const char *label) {
+    cost_curve c;
+    char err[256];
+    CHECKF(!cost_curve_load(&c, path, err, sizeof err), "%s: %s", label, err);
+    double p[SPEC_MAX_DEPTH];
+    for (int i = 0; i < SPEC_MAX_DEPTH; i++) p[i] = 1.0;   /* every draft accepted */
+    /* the recommender's step at depth k, one sequence, is cost(k + 1) rows */
+    for (int k = 0; k < SPEC_MAX_DEPTH; k++) {
+        rc_pred r = rc_predict(&c, p, SPEC_MAX_DEPTH, k, 1, 0, NAN);
+        CHECKF(near(r.step_s, cost_curve_at(&c, k + 1)), "%s: depth %d: recommender %g, curve %g", label, k,
+               r.step_s, cost_curve_at(&c, k + 1));
+    }
+    for (double rows = 0.5; rows <= 300; rows += 0.25) {
+        double y = cost_curve_at(&c, rows);
+        CHECKF(y > 0 && isfinite(y), "%s: cost(%g) = %g", label, rows, y);
+        CHECKF(rows < 1 || cost_curve_at(&c, rows + 0.25) >= y, "%s: cost falls after %g rows", label, rows);
+    }
+    /* same curve, same choice */
+    double tps[SPEC_MAX_DEPTH];
+    for (int k = 0; k < SPEC_MAX_DEPTH; k++) tps[k] = rc_predict(&c, p, SPEC_MAX_DEPTH, k, 1, 0, NAN).tps;
+    int best = rc_argmax(tps, SPEC_MAX_DEPTH), ell = policy_depth(&c, SPEC_MAX_DEPTH - 1);
+    CHECKF(best == ell, "%s: recommender's best depth %d, policy admits %d", label, best, ell);
+    printf("%s: %d points, best depth %d (recommender) = %d (policy)\n", label, c.n, best, ell);
+}
+
+int main(void) {
+    char path[] = "/tmp/specbed_cost_curve_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return tu_done("test_cost_curve");
+    close(fd);
+    /* a profile-shaped table, points out of order: best depth 7 */
+    put(path, "{\"rows\": [8, 1, 4, 2, 16], \"seconds_per_step\": [0.0024, 0.001, 0.0013, 0.0011, 0.005]}");
+    agree(path, "profile JSON");
+    cost_curve c;
+    char err[256];
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n == 5 && c.rows[0] == 1 && c.rows[4] == 16);
+    CHECK(near(cost_curve_at(&c, 3), 0.0012) && near(cost_curve_at(&c, 32), 0.005 + 16 * (0.0026 / 8)));
+    /* a sweep-shaped table that starts at 4 rows (concurrency 4): the
+     * scheduler of one request asks below the first point */
+    put(path, "{\"rows\": [4, 8, 12, 16], \"seconds_per_step\": [0.004, 0.005, 0.0065, 0.008]}");
+    agree(path, "sweep JSON");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err));
+    CHECK(near(cost_curve_at(&c, 2), 0.0035) && near(cost_curve_at(&c, 0.5), 0.003125));   /* extends the first segment */
+    /* bench_engine CSV, with a noisy dip: made monotone */
+    put(path, "metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,1.0,ms\nforward_ms,1,2,1.5,ms\n"
+                "forward_ms,1,3,1.4,ms\nforward_ms,1,4,2.0,ms\nforward_ms,2,2,1.8,ms\ndecode_tokens_per_s,1,1,900,tok/s\n");
+    agree(path, "bench_engine CSV");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n == 4);
+    CHECK(near(c.seconds[2], 0.0015) && near(c.seconds[3], (0.0020 + 0.0018) / 2));   /* dip lifted, 4 rows averaged */
+    /* refusals name the problem */
+    put(path, "{\"rows\": [1, 2], \"seconds_per_step\": [0.1]}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "same length"));
+    put(path, "{\"rows\": [0, 2], \"seconds_per_step\": [0.1, 0.2]}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "entry 0"));
+    put(path, "metric,batch\nother,1\n");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "forward_ms"));
+    unlink(path);
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "cannot read"));
+    cost_curve empty = {0};
+    CHECK(isnan(cost_curve_at(&empty, 4)));
+    return tu_done("test_cost_curve");
+}
