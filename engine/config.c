@@ -22,6 +22,7 @@
  * and full attention are the same computation. */
 #include "config.h"
 #include "errmsg.h"
+#include "file.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -43,34 +44,6 @@ static const family FAMILIES[] = {
     { "MistralForCausalLM", "mistral", 0, 0, 0,   131072, 1 },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
-
-static char *read_text(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { errf(err, errlen, "%s: cannot open", path); return NULL; }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            if (cap > (64u << 20)) { errf(err, errlen, "%s: larger than 64 MiB", path); goto fail; }
-            size_t nc = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, nc);
-            if (!nb) { errf(err, errlen, "%s: out of memory", path); goto fail; }
-            buf = nb;
-            cap = nc;
-        }
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) { errf(err, errlen, "%s: read error", path); goto fail; }
-    fclose(f);
-    buf[len] = 0;
-    return buf;
-fail:
-    free(buf);
-    fclose(f);
-    return NULL;
-}
 
 /* Field readers: return 1 if present (and valid), 0 if absent or null,
  * -1 (with err) if present with the wrong type or out of range. */
@@ -280,8 +253,8 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
 
 int config_load(model_config *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    char *txt = read_text(path, err, errlen);
-    if (!txt) return -1;
+    char *txt;
+    if (read_file(path, 64u << 20, &txt, NULL, err, errlen)) return -1;
     cJSON *root = cJSON_Parse(txt);
     free(txt);
     if (!root) return errf(err, errlen, "%s: not valid JSON", path);

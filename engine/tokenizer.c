@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "file.h"
 
 #define TOK_MAX_ID (1 << 24)   /* a vocabulary beyond 16M ids is a corrupt file */
 
@@ -50,30 +51,6 @@ int tok_vocab_find(const tokenizer *t, const char *s, size_t len) {
 }
 
 /* ---- file and JSON helpers ----------------------------------------------- */
-
-static char *read_file(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { errf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) { free(buf); fclose(f); errf(err, errlen, "%s: out of memory reading it", path); return NULL; }
-            buf = nb;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); errf(err, errlen, "%s: read error", path); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 static int jnull(const cJSON *v) { return v == NULL || cJSON_IsNull(v); }
@@ -502,8 +479,9 @@ static int build(tokenizer *t, const cJSON *root, char *err, size_t errlen) {
 int tok_load(tokenizer **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
     size_t len;
-    char *buf = read_file(path, &len, err, errlen);
-    if (!buf) return -1;
+    char *buf;
+    /* the largest real tokenizer.json files (Llama-3, Qwen3) are ~10 MB */
+    if (read_file(path, 256u << 20, &buf, &len, err, errlen)) return -1;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root) {

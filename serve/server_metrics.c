@@ -3,10 +3,10 @@
  * vLLM's spec-decode metrics read ours by swapping the prefix). Renders
  * from the scheduler's snapshot under the metrics lock; never reads the
  * batch or the drafter, which belong to the scheduler thread. */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "server_internal.h"
+#include "strbuf.h"
 
 /* vLLM's bucket bounds, extended downward: a CPU model's steps take ms. */
 static const double ttft_le[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
@@ -35,52 +35,30 @@ void srv_hist_observe(srv_hist *h, double v) {
     h->count++;
 }
 
-typedef struct { char *p; size_t n, cap; int oom; } obuf;
-
-__attribute__((format(printf, 2, 3)))
-static void out(obuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-        size_t cap = b->cap * 2 + (size_t)k + 1;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
-    }
+static void head(strbuf *b, const char *name, const char *type, const char *help) {
+    strbuf_printf(b, "# HELP specbed:%s %s\n# TYPE specbed:%s %s\n", name, help, name, type);
 }
 
-static void head(obuf *b, const char *name, const char *type, const char *help) {
-    out(b, "# HELP specbed:%s %s\n# TYPE specbed:%s %s\n", name, help, name, type);
-}
-
-static void counter(obuf *b, const char *name, const char *help, double v) {
+static void counter(strbuf *b, const char *name, const char *help, double v) {
     head(b, name, "counter", help);
-    out(b, "specbed:%s %.17g\n", name, v);
+    strbuf_printf(b, "specbed:%s %.17g\n", name, v);
 }
 
-static void gauge(obuf *b, const char *name, const char *help, double v) {
+static void gauge(strbuf *b, const char *name, const char *help, double v) {
     head(b, name, "gauge", help);
-    out(b, "specbed:%s %.17g\n", name, v);
+    strbuf_printf(b, "specbed:%s %.17g\n", name, v);
 }
 
-static void hist(obuf *b, const char *name, const char *help, const srv_hist *h) {
+static void hist(strbuf *b, const char *name, const char *help, const srv_hist *h) {
     head(b, name, "histogram", help);
-    for (int i = 0; i < h->n; i++) out(b, "specbed:%s_bucket{le=\"%g\"} %ld\n", name, h->le[i], h->counts[i]);
-    out(b, "specbed:%s_bucket{le=\"+Inf\"} %ld\n", name, h->count);
-    out(b, "specbed:%s_sum %.17g\n", name, h->sum);
-    out(b, "specbed:%s_count %ld\n", name, h->count);
+    for (int i = 0; i < h->n; i++) strbuf_printf(b, "specbed:%s_bucket{le=\"%g\"} %ld\n", name, h->le[i], h->counts[i]);
+    strbuf_printf(b, "specbed:%s_bucket{le=\"+Inf\"} %ld\n", name, h->count);
+    strbuf_printf(b, "specbed:%s_sum %.17g\n", name, h->sum);
+    strbuf_printf(b, "specbed:%s_count %ld\n", name, h->count);
 }
 
 char *srv_metrics_render(srv_metrics *m, size_t *len) {
-    obuf b = {.p = malloc(8192), .cap = 8192};
-    if (!b.p) return NULL;
-    b.p[0] = 0;
+    strbuf b = {0};
     pthread_mutex_lock(&m->mu);
     const spec_counters *c = &m->dc;
     gauge(&b, "num_requests_running", "Number of requests in the running batch (prefilling or decoding).", m->running);
@@ -95,7 +73,7 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     head(&b, "request_success_total", "counter", "Finished requests by finish reason.");
     static const char *const why[3] = {"stop", "length", "abort"};
     for (int i = 0; i < 3; i++)
-        out(&b, "specbed:request_success_total{finished_reason=\"%s\"} %ld\n", why[i], m->finished[i]);
+        strbuf_printf(&b, "specbed:request_success_total{finished_reason=\"%s\"} %ld\n", why[i], m->finished[i]);
     counter(&b, "request_failure_total", "Requests that ended with an engine error.", (double)m->failed);
     counter(&b, "engine_steps_total", "Batched forward steps run.", (double)m->bs.steps);
     counter(&b, "spec_decode_num_drafts_total", "Number of spec decoding drafts (proposals with at least one token).",
@@ -108,7 +86,7 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     for (int i = 0; i < SPEC_MAX_DEPTH; i++)
         if (c->drafted_at[i] && i + 1 > k) k = i + 1;
     for (int i = 0; i < k && i < SPEC_MAX_DEPTH; i++)
-        out(&b, "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %ld\n", i, c->accepted_at[i]);
+        strbuf_printf(&b, "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"%d\"} %ld\n", i, c->accepted_at[i]);
     counter(&b, "spec_decode_num_verify_steps_total",
             "Sequence verify steps of requests that speculate (accept length = committed / steps).", (double)c->steps);
     counter(&b, "spec_decode_num_committed_tokens_total", "Tokens committed by those verify steps, bonus included.",
@@ -123,7 +101,5 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
          &m->itl);
     hist(&b, "e2e_request_latency_seconds", "Histogram of end-to-end request latency in seconds.", &m->e2e);
     pthread_mutex_unlock(&m->mu);
-    if (b.oom) { free(b.p); return NULL; }
-    *len = b.n;
-    return b.p;
+    return strbuf_take(&b, len);
 }

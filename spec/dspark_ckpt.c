@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
+#include "file.h"
 
 /* Number field: 1 present, 0 absent/null, -1 wrong type (err set). */
 static int num(const cJSON *root, const char *key, double *out, const char *path, char *err, size_t el) {
@@ -133,21 +134,8 @@ static int parse_config(dspark_ckpt *c, const cJSON *root, const char *path, con
 static int read_config(dspark_ckpt *c, const char *dir, const model *t, char *err, size_t el) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errf(err, el, "%s: cannot open", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0, r;
-    do {
-        if (len + 4096 > cap) {
-            char *nb = cap > (16u << 20) ? NULL : realloc(buf, cap = cap * 2 + 8192);
-            if (!nb) { free(buf); fclose(f); return errf(err, el, "%s: too large or out of memory", path); }
-            buf = nb;
-        }
-        r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-    } while (r > 0);
-    fclose(f);
-    buf[len] = 0;
+    char *buf;
+    if (read_file(path, 16u << 20, &buf, NULL, err, el)) return -1;
     cJSON *root = cJSON_Parse(buf);
     free(buf);
     if (!root) return errf(err, el, "%s: not valid JSON", path);

@@ -1,7 +1,7 @@
 /* spec_batch.c — continuous-batching speculative steps (see spec_batch.h).
  * Owns the step structure and per-request bookkeeping; drafting is the
  * drafter's, arithmetic the forward's, acceptance verify.c's, the choice of
- * how many drafts to verify the scheduler's. */
+ * how many drafts to verify the verify policy's (the hook). */
 #include "spec_batch.h"
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * drafter slot from spec_batch_add until the request finishes (the finish
  * callback is the last thing it hears about that slot) or is cancelled.
  * The engine and drafter are borrowed and must outlive the batch.
- * Not thread-safe: one thread drives a batch (the server's scheduler). */
+ * Not thread-safe: one thread drives a batch (the server's scheduler loop). */
 #ifndef SPECBED_SPEC_BATCH_H
 #define SPECBED_SPEC_BATCH_H
 #include "drafter.h"

@@ -15,8 +15,8 @@
  *
  * Lossless by construction: every signal used for position j is fixed before
  * d_j is drawn (c_j depends on d_{j−1}, never on d_j; the top probability is
- * a property of q_j, not of the sampled token). A scheduler that looked at
- * d_j itself would bias sampled output (tests/test_sched.c shows it). */
+ * a property of q_j, not of the sampled token). A policy that looked at
+ * d_j itself would bias sampled output (tests/test_verify_policy.c shows it). */
 #ifndef SPECBED_VERIFY_POLICY_H
 #define SPECBED_VERIFY_POLICY_H
 #include <stdio.h>

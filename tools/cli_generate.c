@@ -7,6 +7,7 @@
 #include <string.h>
 #include "cli.h"
 #include "args.h"
+#include "file.h"
 
 #define CMD "specbed generate"
 #include "generate.h"
@@ -160,19 +161,10 @@ int cli_generate(int argc, char **argv) {
     char *prompt_buf = NULL;
     size_t prompt_len;
     if (o.prompt_file) {
-        FILE *f = fopen(o.prompt_file, "rb");
-        if (!f) { fprintf(stderr, "specbed generate: cannot read %s\n", o.prompt_file); return 1; }
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        rewind(f);
-        prompt_buf = malloc(n > 0 ? (size_t)n + 1 : 1);
-        if (!prompt_buf || n < 0 || fread(prompt_buf, 1, (size_t)n, f) != (size_t)n) {
-            fclose(f); free(prompt_buf);
-            fprintf(stderr, "specbed generate: cannot read %s\n", o.prompt_file);
+        if (read_file(o.prompt_file, 64u << 20, &prompt_buf, NULL, err, sizeof err)) {
+            fprintf(stderr, "specbed generate: --prompt-file %s\n", err);
             return 1;
         }
-        fclose(f);
-        prompt_buf[n] = 0;
         prompt_len = (size_t)n;
     } else {
         prompt_len = strlen(o.prompt);

@@ -1,7 +1,7 @@
 /* cli_profile.c — `specbed profile`: measures the verify cost curve
  * (seconds per step vs rows in the verify batch, plus the drafter's cost per
  * drafted token) and writes it as a cost table JSON (common/cost_curve.h) for
- * --cost-table, the confidence/adaptive schedulers and the depth recommender. */
+ * --cost-table, the confidence/adaptive verify policies and the depth recommender. */
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"

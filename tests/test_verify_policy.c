@@ -1,7 +1,7 @@
 /* label: model */
-/* test_sched.c — verification schedulers: the admission rule's arithmetic,
- * greedy losslessness of every scheduler, and the distribution test that
- * separates a lossless scheduler from one that peeks at a sampled draft
+/* test_verify_policy.c — verify policies: the admission rule's arithmetic,
+ * greedy losslessness of every policy, and the distribution test that
+ * separates a lossless policy from one that peeks at a sampled draft
  * before admitting it (DSpark paper, Appendix A): the peeking one must be
  * caught (chi-square far past the critical value), ours must pass. */
 #include <math.h>
@@ -43,7 +43,7 @@ static void test_admit(void) {
     CHECKF(ell[0] == 3 && ell[1] == 1 && ell[2] == 3, "%d %d %d", ell[0], ell[1], ell[2]);
 }
 
-/* A deliberately WRONG scheduler: verifies draft 1 only when it happens to
+/* A deliberately WRONG policy: verifies draft 1 only when it happens to
  * be its distribution's most likely token. It reads the sampled token. */
 static void peeking_choose(void *ctx, spec_proposal *props, int n) {
     int V = *(int *)ctx;
@@ -62,13 +62,13 @@ int main(void) {
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 3, .max_seq_len = 256};
-    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_verify_policy"); }
     int V = e->m->cfg.vocab_size;
     cost_curve cost = flat_cost(0.02);
     const char *names[3] = {"threshold", "confidence", "adaptive"};
     vpolicy_kind kinds[3] = {VPOLICY_THRESHOLD, VPOLICY_CONFIDENCE, VPOLICY_ADAPTIVE};
 
-    /* Greedy: every scheduler, self-draft (all accepted) and other (mostly
+    /* Greedy: every policy, self-draft (all accepted) and other (mostly
      * rejected), equals the plain loop. */
     enum { NP = 3, PL = 40 };
     static int prompts[NP][PL];
@@ -128,7 +128,7 @@ int main(void) {
     cost = flat_cost(0.5);
     drafter_opts dop = {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 3};
     drafter *d;
-    if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_sched"); }
+    if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_verify_policy"); }
     for (int s = 0; s < 4; s++) {
         vpolicy *sc = NULL;
         spec_verify_hook hook = {0};
@@ -168,5 +168,5 @@ int main(void) {
     free(off);
     drafter_free(d);
     gen_engine_free(e);
-    return tu_done("test_sched");
+    return tu_done("test_verify_policy");
 }
