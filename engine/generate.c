@@ -86,6 +86,11 @@ int gen_run(gen_engine *e, const int *const *prompts, const int *n_prompt, int n
         if (fwd_run(e->fwd, e->kv, &b, &o, err, errlen)) goto out;
         for (int k = 0; k < nl; k++) {
             int i = logit_seq[k];
+            if (sampler_first_nonfinite(logits + (size_t)k * V, V) >= 0) {
+                errf(err, errlen, "prompt %d: the model produced non-finite (NaN/Inf) logits after %d generated tokens",
+                     i, results[i].n_tokens);
+                goto out;
+            }
             int tok = sampler_sample(logits + (size_t)k * V, V, &gp->sp, &st[i].rng, scratch);
             gen_result *r = &results[i];
             r->tokens[r->n_tokens++] = tok;

@@ -40,12 +40,29 @@ int sample_greedy(const float *logits, int n) {
 }
 
 /* Sort helper for top-k / top-p: descending probability, ties by ascending id
- * so the kept set is a deterministic function of the logits. */
+ * so the kept set is a deterministic function of the logits. A total order
+ * even for NaN (ranked below everything): quickselect's scans stop only at
+ * elements that compare equal to the pivot, so a comparator that is not an
+ * order walks off the array. Callers reject non-finite logits first
+ * (sampler_first_nonfinite); this keeps a bad row from becoming a crash. */
 typedef struct { float p; int id; } pid;
 static int pid_cmp(const void *a, const void *b) {
     const pid *x = a, *y = b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    int xn = isnan(x->p), yn = isnan(y->p);
+    if (xn != yn) return xn ? 1 : -1;
+    if (!xn && x->p != y->p) return x->p > y->p ? -1 : 1;
     return x->id - y->id;
+}
+
+int sampler_first_nonfinite(const float *logits, int n) {
+    /* x - x is 0 for finite x and NaN for ±Inf and NaN: one pass the
+     * compiler vectorises, then the exact index only on failure */
+    float acc = 0.0f;
+    for (int i = 0; i < n; i++) acc += logits[i] - logits[i];
+    if (acc == 0.0f) return -1;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(logits[i])) return i;
+    return -1;
 }
 
 /* Quickselect: afterwards a[0..k) hold the k first elements under pid_cmp. */

@@ -18,6 +18,11 @@ typedef struct {
     int top_k;          /* 0 = off */
 } sampler_params;
 
+/* Index of the first NaN or ±Inf in logits[n], or -1 when all are finite.
+ * A checkpoint or kernel fault can produce such rows; every caller that
+ * samples from model output checks first and fails that request. */
+int sampler_first_nonfinite(const float *logits, int n);
+
 /* argmax; ties go to the lowest id (so greedy is deterministic). */
 int sample_greedy(const float *logits, int n);
 

@@ -43,12 +43,22 @@ static void cb_prompt_logits(void *user, int slot, int i, const float *logits) {
 }
 
 static void cb_finish(void *user, int slot, spec_finish why, int n_generated) {
-    (void)n_generated;
     server *s = user;
     srv_req *r = s->running[slot];
     if (!r) return;
     s->running[slot] = NULL;
     atomic_fetch_sub(&s->n_running, 1);
+    if (why == SPEC_FINISH_NONFINITE) {
+        /* this request only: the batch, the other requests and the server go on */
+        fprintf(s->log, "specbed serve: request %s: the model produced NaN/Inf logits after %d tokens; "
+                        "the request was ended with an error\n", r->id, n_generated);
+        srv_req_fail(r, 500, "the model produced non-finite (NaN/Inf) logits for this request; see the server log");
+        pthread_mutex_lock(&s->m.mu);
+        s->m.failed++;
+        pthread_mutex_unlock(&s->m.mu);
+        srv_req_unref(r);
+        return;
+    }
     srv_req_finish(s, r, why == SPEC_FINISH_STOP ? "stop" : "length");
     count_finish(s, r, r->finish_reason && !strcmp(r->finish_reason, "stop") ? WHY_STOP : WHY_LENGTH);
     srv_req_unref(r);

@@ -75,6 +75,9 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     for (int i = 0; i < 3; i++)
         strbuf_printf(&b, "specbed:request_success_total{finished_reason=\"%s\"} %ld\n", why[i], m->finished[i]);
     counter(&b, "request_failure_total", "Requests that ended with an engine error.", (double)m->failed);
+    counter(&b, "nonfinite_logits_requests_total",
+            "Requests ended with an error because the model produced NaN/Inf logits for them.",
+            (double)m->bs.nonfinite);
     counter(&b, "engine_steps_total", "Batched forward steps run.", (double)m->bs.steps);
     counter(&b, "spec_decode_num_drafts_total", "Number of spec decoding drafts (proposals with at least one token).",
             (double)c->drafts);

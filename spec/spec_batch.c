@@ -215,8 +215,17 @@ static int commit(spec_batch *b, int s, const int *toks, const float *rows, int 
     return 0;
 }
 
+/* Logits rows row0..row0+n-1 of this step (through logit_of_row) are all
+ * finite; otherwise the request cannot be sampled or verified. */
+static int rows_finite(const spec_batch *b, int row0, int n) {
+    for (int r = 0; r < n; r++)
+        if (sampler_first_nonfinite(b->logits + (size_t)b->logit_of_row[row0 + r] * b->V, b->V) >= 0) return 0;
+    return 1;
+}
+
 static void finish(spec_batch *b, int s, spec_finish why) {
     int n = b->r[s].n_gen;
+    if (why == SPEC_FINISH_NONFINITE) b->st.nonfinite++;
     release_slot(b, s);
     if (b->cb.on_finish) b->cb.on_finish(b->cb.user, s, why, n);
 }
@@ -356,6 +365,12 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
             q->fed += b->spans[k].n;
             if (T) memcpy(q->prompt_taps + (size_t)first * T * H, b->taps + (size_t)row0 * T * H,
                           sizeof(float) * (size_t)b->spans[k].n * T * H);
+            int last = q->fed >= q->n_prompt;
+            if ((q->p.prompt_logits && !rows_finite(b, row0, b->spans[k].n)) ||
+                (last && !rows_finite(b, row0 + b->spans[k].n - 1, 1))) {
+                finish(b, s, SPEC_FINISH_NONFINITE);
+                continue;
+            }
             if (q->p.prompt_logits && b->cb.on_prompt_logits)
                 for (int r = 0; r < b->spans[k].n; r++)
                     b->cb.on_prompt_logits(b->cb.user, s, first + r,
@@ -376,6 +391,10 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
             continue;
         }
         spec_proposal *pr = &b->props[b->span_verify[k]];
+        if (!rows_finite(b, row0, pr->k + 1)) {
+            finish(b, s, SPEC_FINISH_NONFINITE);
+            continue;
+        }
         const float *lg = b->logits + (size_t)b->logit_of_row[row0] * V;
         int next, a;
         if (q->p.sp.temperature <= 0.0f) {

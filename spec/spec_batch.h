@@ -25,7 +25,10 @@ typedef struct {
     int prompt_logits;     /* deliver the logits of every prompt row (echo + logprobs) */
 } spec_req_params;
 
-typedef enum { SPEC_FINISH_LENGTH = 0, SPEC_FINISH_STOP = 1, SPEC_FINISH_CONTEXT = 2 } spec_finish;
+/* NONFINITE: the target produced NaN/Inf logits for this request (a broken
+ * checkpoint or kernel); the request ends there, nothing is sampled from
+ * the bad row, and the batch goes on serving everyone else. */
+typedef enum { SPEC_FINISH_LENGTH = 0, SPEC_FINISH_STOP = 1, SPEC_FINISH_CONTEXT = 2, SPEC_FINISH_NONFINITE = 3 } spec_finish;
 
 typedef struct {
     void *user;
@@ -93,6 +96,7 @@ typedef struct {
     long verify_seq_steps;      /* Σ requests verified per step */
     long prefill_tokens;
     long faults_injected;
+    long nonfinite;             /* requests ended by NaN/Inf logits (SPEC_FINISH_NONFINITE) */
     double forward_s, verify_s;   /* in the target forward; in verification and commit */
 } spec_batch_stats;
 const spec_batch_stats *spec_batch_get_stats(const spec_batch *b);

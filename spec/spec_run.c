@@ -14,6 +14,7 @@ typedef struct {
     gen_token_cb cb;
     void *user;
     int cap;
+    int bad, bad_at;      /* first prompt whose logits went non-finite (-1 none), after bad_at tokens */
 } run_ctx;
 
 static void run_on_token(void *user, int slot, int token, const float *logits) {
@@ -26,9 +27,12 @@ static void run_on_token(void *user, int slot, int token, const float *logits) {
 }
 
 static void run_on_finish(void *user, int slot, spec_finish why, int n) {
-    (void)n;
     run_ctx *c = user;
     if (why == SPEC_FINISH_STOP) c->results[c->slot_to_index[slot]].hit_eos = 1;
+    if (why == SPEC_FINISH_NONFINITE && c->bad < 0) {
+        c->bad = c->slot_to_index[slot];
+        c->bad_at = n;
+    }
 }
 
 int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_prompt, int n,
@@ -41,7 +45,7 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
     if (n > e->opts.max_seqs) return errf(err, errlen, "%d prompts exceed %d sequence slots", n, e->opts.max_seqs);
     if (p->gen.max_tokens <= 0) return 0;
     int cap = p->gen.max_tokens;
-    run_ctx rc_ = {.results = results, .cb = cb, .user = user, .cap = cap,
+    run_ctx rc_ = {.results = results, .cb = cb, .user = user, .cap = cap, .bad = -1,
                    .slot_to_index = calloc((size_t)e->opts.max_seqs, sizeof(int))};
     if (!rc_.slot_to_index) return errf(err, errlen, "out of memory");
     spec_callbacks cbs = {.user = &rc_, .on_token = run_on_token, .on_finish = run_on_finish};
@@ -70,6 +74,11 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
         double t0 = gen_now();
         if (spec_batch_step(b, err, errlen)) goto out;
         if (prefilling) prefill_s += gen_now() - t0;
+    }
+    if (rc_.bad >= 0) {
+        errf(err, errlen, "prompt %d: the model produced non-finite (NaN/Inf) logits after %d generated tokens",
+             rc_.bad, rc_.bad_at);
+        goto out;
     }
     rc = 0;
     if (timing) {

@@ -161,11 +161,10 @@ int cli_generate(int argc, char **argv) {
     char *prompt_buf = NULL;
     size_t prompt_len;
     if (o.prompt_file) {
-        if (read_file(o.prompt_file, 64u << 20, &prompt_buf, NULL, err, sizeof err)) {
+        if (read_file(o.prompt_file, 64u << 20, &prompt_buf, &prompt_len, err, sizeof err)) {
             fprintf(stderr, "specbed generate: --prompt-file %s\n", err);
             return 1;
         }
-        prompt_len = (size_t)n;
     } else {
         prompt_len = strlen(o.prompt);
     }
