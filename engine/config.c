@@ -98,6 +98,16 @@ static int need_pos(const cJSON *root, const char *key, int *out, const char *pa
     return 0;
 }
 
+/* Upper bounds far beyond any real checkpoint (DeepSeek-V3: hidden 7168,
+ * 61 layers, vocab 129280; Llama-3 405B: 126 layers, 128 heads), checked
+ * before anything is sized from the config, so a corrupt or hostile
+ * config.json is refused by name instead of allocating gigabytes or
+ * overflowing int products (heads × head_dim, vocab × hidden) later. */
+static int at_most(int v, int hi, const char *key, const char *path, char *err, size_t errlen) {
+    if (v > hi) return errf(err, errlen, "%s: field \"%s\" is %d; specbed accepts at most %d", path, key, v, hi);
+    return 0;
+}
+
 /* An optional positive integer (keeps *out when absent). */
 static int opt_pos(const cJSON *root, const char *key, int *out, const char *path,
                    char *err, size_t errlen) {
@@ -176,6 +186,12 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
         need_pos(root, "num_attention_heads", &c->n_heads, path, err, errlen) ||
         need_pos(root, "vocab_size", &c->vocab_size, path, err, errlen))
         return -1;
+    if (at_most(c->hidden_size, 1 << 16, "hidden_size", path, err, errlen) ||
+        at_most(c->intermediate_size, 1 << 20, "intermediate_size", path, err, errlen) ||
+        at_most(c->n_layers, 1024, "num_hidden_layers", path, err, errlen) ||
+        at_most(c->n_heads, 1024, "num_attention_heads", path, err, errlen) ||
+        at_most(c->vocab_size, 1 << 24, "vocab_size", path, err, errlen))
+        return -1;
 
     c->n_kv_heads = c->n_heads;
     if (opt_pos(root, "num_key_value_heads", &c->n_kv_heads, path, err, errlen)) return -1;
@@ -192,13 +208,17 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
                         path, c->hidden_size, c->n_heads);
         c->head_dim = c->hidden_size / c->n_heads;
     }
-    if (opt_pos(root, "head_dim", &c->head_dim, path, err, errlen)) return -1;
+    if (opt_pos(root, "head_dim", &c->head_dim, path, err, errlen) ||
+        at_most(c->head_dim, 1024, "head_dim", path, err, errlen))
+        return -1;
     if (c->head_dim % 2 != 0)
         return errf(err, errlen, "%s: field \"head_dim\" (%d) must be even for rotary embeddings",
                     path, c->head_dim);
 
     c->max_position_embeddings = fam->default_max_pos;
-    if (opt_pos(root, "max_position_embeddings", &c->max_position_embeddings, path, err, errlen)) return -1;
+    if (opt_pos(root, "max_position_embeddings", &c->max_position_embeddings, path, err, errlen) ||
+        at_most(c->max_position_embeddings, 1 << 24, "max_position_embeddings", path, err, errlen))
+        return -1;
 
     double eps = 1e-6, theta = 10000.0;
     if (get_num(root, "rms_norm_eps", &eps, path, err, errlen) < 0) return -1;
@@ -244,6 +264,7 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
     if (get_int(root, "num_nextn_predict_layers", &c->n_mtp_layers, path, err, errlen) < 0) return -1;
     if (c->n_mtp_layers < 0)
         return errf(err, errlen, "%s: field \"num_nextn_predict_layers\" must be >= 0", path);
+    if (at_most(c->n_mtp_layers, 16, "num_nextn_predict_layers", path, err, errlen)) return -1;
 
     if (get_token_id(root, "bos_token_id", &c->bos_token_id, path, err, errlen) ||
         get_token_id(root, "eos_token_id", &c->eos_token_id, path, err, errlen))

@@ -32,7 +32,11 @@ static const char *fmt_shape(char *buf, size_t n, const int64_t *shape, int ndim
  * (which have no file of their own). */
 static int missing(char *err, size_t errlen, const st_model *st, const char *name) {
     const st_tensor *any = st_at(st, 0);
-    if (!any) return errf(err, errlen, "tensor '%s' is missing: the checkpoint has no tensors", name);
+    if (!any) {
+        const char *src = st_source(st);
+        return errf(err, errlen, "%s: tensor '%s' is missing: the checkpoint has no tensors", src ? src : "checkpoint",
+                    name);
+    }
     const char *slash = strrchr(any->file, '/');
     int dlen = slash ? (int)(slash - any->file) : 1;
     return errf(err, errlen, "%.*s: tensor '%s' is missing from the checkpoint",

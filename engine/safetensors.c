@@ -404,6 +404,7 @@ const st_tensor *st_find(const st_model *m, const char *name) {
 }
 
 int st_count(const st_model *m) { return m->n_tensors; }
+const char *st_source(const st_model *m) { return m->n_files ? m->files[0].path : NULL; }
 
 const st_tensor *st_at(const st_model *m, int i) {
     return (i >= 0 && i < m->n_tensors) ? &m->tensors[i] : NULL;

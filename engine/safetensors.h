@@ -34,5 +34,8 @@ void st_close(st_model *m);
 const st_tensor *st_find(const st_model *m, const char *name);   /* NULL if absent */
 int st_count(const st_model *m);
 const st_tensor *st_at(const st_model *m, int i);
+/* The file (or, for a sharded checkpoint, the first shard) the model was
+ * opened from, for messages; NULL if none. */
+const char *st_source(const st_model *m);
 
 #endif

@@ -58,6 +58,8 @@ expect 1 "shape" -- generate --model "$TMP/shape" --prompt x
 head -c 200000 /dev/zero | tr '\0' 'a' | sed 's/aaaa/a b /g' > "$TMP/long.txt"
 expect 1 "context" -- generate --model "$FIX" --prompt-file "$TMP/long.txt" --max-tokens 4
 expect 1 "cannot read" -- generate --model "$FIX" --prompt-file "$TMP/missing.txt"
+# --max-tokens past the context: it stops there and says so (not silently).
+expect 0 "the context holds 1024" -- generate --model "$FIX" --prompt x --max-tokens 1048576 --ignore-eos
 
 [ $fail = 0 ] && echo "cli_bad_input: ok"
 exit $fail

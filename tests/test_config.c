@@ -169,6 +169,18 @@ static void test_bad(void) {
     expect_fail("gelu", Q3 BASE_FIELDS ", \"hidden_act\": \"gelu\"}", "hidden_act", "gelu");
     expect_fail("negative mtp layers", Q3 BASE_FIELDS ", \"num_nextn_predict_layers\": -1}",
                 "num_nextn_predict_layers", NULL);
+    /* sizes are bounded before anything is allocated from them (a config that
+     * once took 2.2 GB and 15 s to fail, or overflowed heads × head_dim) */
+    expect_fail("10^7 layers", Q3 "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 10000000,"
+                "\"num_attention_heads\": 4, \"vocab_size\": 4096}", "\"num_hidden_layers\"", "at most");
+    expect_fail("2^31-1 heads", Q3 "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
+                "\"num_attention_heads\": 2147483647, \"num_key_value_heads\": 1, \"vocab_size\": 4096}",
+                "\"num_attention_heads\"", "at most");
+    expect_fail("huge head_dim", Q3 BASE_FIELDS ", \"head_dim\": 1048576}", "\"head_dim\"", "at most");
+    expect_fail("huge vocab", Q3 "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
+                "\"num_attention_heads\": 4, \"vocab_size\": 2000000000}", "\"vocab_size\"", "at most");
+    expect_fail("many mtp layers", Q3 BASE_FIELDS ", \"num_nextn_predict_layers\": 1000}", "num_nextn_predict_layers",
+                "at most");
     expect_fail("not JSON", "{\"hidden_size\": 64,", "JSON", NULL);
     expect_fail("JSON array", "[1, 2]", "object", NULL);
     expect_fail("empty file", "", "JSON", NULL);

@@ -231,6 +231,12 @@ static void test_bad(void) {
     snprintf(p, sizeof p, "%s/model.safetensors", d);
     remove(p);
     expect_fail("no weights", d, d, "model.safetensors", NULL);
+    /* A valid but empty safetensors file ("{}" header): the message names it. */
+    d = variant("emptyst", "qwen3-tied", NULL, NULL, NULL, NULL, NULL);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    unsigned char empty[10] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+    write_bytes(p, empty, sizeof empty);
+    expect_fail("empty safetensors", d, p, "no tensors", NULL);
 }
 
 /* The pieces drafters reuse: layer_weights_bind with a prefix, and the

@@ -214,6 +214,9 @@ int cli_generate(int argc, char **argv) {
     fwrite(tail, 1, nt, stdout);
     printf("\n");
     fflush(stdout);
+    if (!r.hit_eos && r.n_tokens < o.max_tokens)
+        fprintf(stderr, "specbed generate: stopped after %d of --max-tokens %d: the context holds %d tokens "
+                        "(prompt %d)\n", r.n_tokens, o.max_tokens, e->opts.max_seq_len, n_ids);
     double decode_s = t.total_s - t.prefill_s;
     fprintf(stderr, "prompt %d tokens, prefill %.1f tokens/s; generated %d tokens, decode %.1f tokens/s\n",
             n_ids, t.prefill_s > 0 ? t.prefill_tokens / t.prefill_s : 0.0, r.n_tokens,
