@@ -19,9 +19,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "server.h"
+#include "stop_match.h"
 #include "verify_policy.h"
 
-#define SRV_MAX_STOP 16
+#define SRV_MAX_STOP STOP_MAX_STRINGS
 #define SRV_MAX_TOP 20
 
 typedef enum { SRV_COMPLETION = 0, SRV_CHAT = 1 } srv_kind;
@@ -75,6 +76,8 @@ typedef struct srv_req {
     /* ---- scheduler only ---- */
     int slot;
     tok_stream ts;
+    stop_match stops;             /* the stop strings' matcher, once stop_ready */
+    int stop_ready;
     int done;                     /* no more output accepted (stop string hit) */
     int stop_hit;                 /* a stop string cut the text (set under mu): cancel the slot */
     int dirty;                    /* output grew this step: wake the reader after it */
@@ -192,10 +195,6 @@ int    srv_utf8_valid(const char *s, size_t n);
 size_t srv_utf8_chars(const char *s, size_t n);
 /* Token text for logprobs: valid UTF-8 as is, else "bytes:\xNN…" (OpenAI). */
 void   srv_token_str(const tokenizer *t, int id, char *buf, size_t cap);
-/* Earliest match of any stop string in text that ends at or after `from`; -1 if none. */
-long   srv_stop_find(char *const *stop, int n_stop, const char *text, size_t len, size_t from);
-/* Length of the longest suffix of text that is a proper prefix of a stop string. */
-size_t srv_stop_partial(char *const *stop, int n_stop, const char *text, size_t len);
 
 /* server_metrics.c */
 void srv_metrics_init(srv_metrics *m);

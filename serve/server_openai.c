@@ -65,6 +65,8 @@ static int parse_stop(const cJSON *o, srv_req *r, perr *e) {
     if (!f) return 0;
     if (cJSON_IsString(f)) {
         if (!f->valuestring[0]) return bad(e, 400, "stop", "'%s' must not be an empty string", "stop");
+        if (strlen(f->valuestring) > STOP_MAX_BYTES)
+            return bad(e, 400, "stop", "'%s' strings may be at most 1024 bytes long", "stop");
         r->stop[r->n_stop++] = strdup(f->valuestring);
         return r->stop[0] ? 0 : bad(e, 500, "stop", "out of memory (%s)", "stop");
     }
@@ -74,6 +76,8 @@ static int parse_stop(const cJSON *o, srv_req *r, perr *e) {
     cJSON_ArrayForEach(x, f) {
         if (!cJSON_IsString(x) || !x->valuestring[0])
             return bad(e, 400, "stop", "'%s' must contain only non-empty strings", "stop");
+        if (strlen(x->valuestring) > STOP_MAX_BYTES)
+            return bad(e, 400, "stop", "'%s' strings may be at most 1024 bytes long", "stop");
         if (!(r->stop[r->n_stop++] = strdup(x->valuestring))) return bad(e, 500, "stop", "out of memory (%s)", "stop");
     }
     return 0;

@@ -37,6 +37,7 @@ void srv_req_unref(srv_req *r) {
     free(r->prompt);
     free(r->prompt_text);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    if (r->stop_ready) stop_match_free(&r->stops);
     free(r->text);
     free(r->toks);
     free(r->top_ids);
@@ -86,7 +87,20 @@ static float finite_lp(float x) { return isfinite(x) ? x : -9999.0f; }
  * a tail that may still become one. */
 static void check_stop(srv_req *r, size_t from) {
     if (!r->n_stop) { r->safe_len = r->text_len; return; }
-    long p = srv_stop_find(r->stop, r->n_stop, r->text, r->text_len, from);
+    if (!r->stop_ready) {
+        if (stop_match_init(&r->stops, r->stop, r->n_stop)) {
+            r->n_stop = 0;   /* cannot match: fail the request rather than ignore its stops */
+            r->done = 1;
+            r->stop_hit = 1;
+            r->err_status = 500;
+            snprintf(r->err_msg, sizeof r->err_msg, "out of memory preparing the stop strings");
+            r->finished = 1;
+            return;
+        }
+        r->stop_ready = 1;
+    }
+    size_t hold = 0;
+    long p = stop_match_feed(&r->stops, r->text + from, r->text_len - from, from, &hold);
     if (p >= 0) {
         r->text_len = (size_t)p;
         r->safe_len = r->text_len;
@@ -95,7 +109,7 @@ static void check_stop(srv_req *r, size_t from) {
         r->finish_reason = "stop";
         return;
     }
-    r->safe_len = r->text_len - srv_stop_partial(r->stop, r->n_stop, r->text, r->text_len);
+    r->safe_len = r->text_len - hold;
 }
 
 void srv_req_on_token(server *s, srv_req *r, int token, const float *logits) {

@@ -1,7 +1,7 @@
 /* server_text.c — byte-level text helpers for the server: UTF-8 validation
  * (request bodies must be UTF-8), character counting (OpenAI text offsets
- * are in characters), token strings for logprobs, and stop-string matching.
- * Pure functions; no server state. */
+ * are in characters) and token strings for logprobs. (Stop strings are
+ * stop_match.c's.) Pure functions; no server state. */
 #include <stdio.h>
 #include <string.h>
 #include "server_internal.h"
@@ -56,29 +56,3 @@ void srv_token_str(const tokenizer *t, int id, char *buf, size_t cap) {
         o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", (unsigned char)b[i]);
 }
 
-long srv_stop_find(char *const *stop, int n_stop, const char *text, size_t len, size_t from) {
-    long best = -1;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        if (sl == 0 || sl > len) continue;
-        /* a match must end at or after `from` (new text), so start there - sl + 1 */
-        size_t start = from + 1 > sl ? from + 1 - sl : 0;
-        for (size_t p = start; p + sl <= len; p++) {
-            if (best >= 0 && (long)p >= best) break;
-            if (!memcmp(text + p, stop[i], sl)) { best = (long)p; break; }
-        }
-    }
-    return best;
-}
-
-size_t srv_stop_partial(char *const *stop, int n_stop, const char *text, size_t len) {
-    size_t best = 0;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        for (size_t k = sl > 0 ? sl - 1 : 0; k > best; k--) {
-            if (k > len) continue;
-            if (!memcmp(text + len - k, stop[i], k)) { best = k; break; }
-        }
-    }
-    return best;
-}
