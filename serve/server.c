@@ -17,6 +17,8 @@ void server_opts_default(server_opts *o) {
     o->max_queue = 256;
     o->decode_log_interval = 40;
     o->max_body = 4u << 20;
+    o->max_connections = 512;
+    o->http_timeout_s = 15;
     o->drain_s = 10.0;
     o->verify = (vpolicy_args)VPOLICY_ARGS_DEFAULT;
 }

@@ -32,6 +32,8 @@ typedef struct {
     int decode_log_interval;     /* decode steps per "Decode batch" log line; 0 = off */
     const char *api_key;         /* NULL = no auth */
     size_t max_body;             /* request bodies larger than this get 413 */
+    int max_connections;         /* open connections beyond which new ones are refused */
+    int http_timeout_s;          /* a connection idle this long (headers or body) is closed */
     int fault_on;                /* fault injection (canary validation) */
     spec_fault fault;
     double drain_s;              /* shutdown: how long running requests may finish */
@@ -39,7 +41,8 @@ typedef struct {
 } server_opts;
 
 /* Fills the defaults: host 127.0.0.1, port 8000, depth 4, max_running 16,
- * max_queue 256, decode_log_interval 40, max_body 4 MiB, drain_s 10,
+ * max_queue 256, decode_log_interval 40, max_body 4 MiB, max_connections 512,
+ * http_timeout_s 15, drain_s 10,
  * verify policy VPOLICY_ARGS_DEFAULT. */
 void server_opts_default(server_opts *o);
 

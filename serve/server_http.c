@@ -24,6 +24,7 @@ typedef struct {
     size_t n, cap;
     int too_big;
     int counted;          /* a generation response in flight (server.http_active) */
+    int answered;         /* refused on its headers (401, 413): the response is already queued */
 } conn_state;
 
 /* ---- responses ---- */
@@ -311,8 +312,23 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
+        /* Headers are in, the body is not: refuse what would be refused
+         * anyway before buffering a byte of it, so an unauthenticated or
+         * oversized upload costs the server nothing. (Answering now makes
+         * libmicrohttpd close the connection instead of reading the body.) */
+        if (strcmp(url, "/health") && !authorized(s, c)) {
+            cs->answered = 1;
+            return send_error(c, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) cs->too_big = 1;
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+            cs->answered = 1;
+            return send_error(c, 413, NULL, "the request body exceeds %zu bytes", s->o.max_body);
+        }
+        return MHD_YES;
+    }
+    if (cs->answered) {            /* an early answer is queued: drop whatever still arrives */
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -380,8 +396,14 @@ int srv_http_start(server *s, char *err, size_t errlen) {
         snprintf(err, errlen, "--host '%s' is not a numeric IPv4 or IPv6 address", s->o.host);
         return -1;
     }
+    /* One thread per connection: a connection limit bounds the threads, and
+     * an inactivity timeout frees connections that never finish their
+     * request (partial headers, a stalled upload), so /health stays
+     * reachable under a slow-client flood. */
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, s, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->o.max_connections > 0 ? s->o.max_connections : 512),
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(s->o.http_timeout_s > 0 ? s->o.http_timeout_s : 15),
                               MHD_OPTION_END);
     if (!s->mhd) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)",

@@ -47,6 +47,10 @@ static void help(FILE *f) {
         "  --max-seq-len N           context per request (default min(model's, 2048))\n"
         "  --decode-log-interval N   decode steps per Decode batch line, 0 = off (default 40)\n"
         "  --api-key KEY             require 'Authorization: Bearer KEY' on every route but /health\n"
+        "                            (checked before any request body is read)\n"
+        "  --max-connections N       open HTTP connections; more are refused at once (default 512)\n"
+        "  --http-timeout S          close a connection that sends nothing for S seconds while its\n"
+        "                            request is incomplete (default 15)\n"
         "  --drain-timeout S         on SIGTERM, let running requests finish for up to S seconds,\n"
         "                            then cancel them (default 10)\n"
         "  --inject-fault [SPEC]     FOR CANARY VALIDATION ONLY: corrupt one draft row's hidden state\n"
@@ -120,6 +124,8 @@ static int parse(int argc, char **argv, server_opts *o) {
         else if (!strcmp(a, "--p-min")) { VAL(); if (opt_float(CMD, a, v, 0, 1, &fl)) return -1; o->verify.p_min = fl; }
         else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (opt_float(CMD, a, v, 0, 0.999, &fl)) return -1; o->verify.alpha = fl; }
         else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; }
+        else if (!strcmp(a, "--max-connections")) { VAL(); if (opt_int(CMD, a, v, 4, 65536, &o->max_connections)) return -1; }
+        else if (!strcmp(a, "--http-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->http_timeout_s)) return -1; }
         else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
         else if (!strcmp(a, "--inject-fault")) {
             o->fault_on = 1;
