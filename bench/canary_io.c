@@ -3,7 +3,6 @@
 #include "canary.h"
 #include "errmsg.h"
 #include "interval_csv.h"
-#include "load.h"
 #include "metrics_sglang.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -28,6 +27,8 @@ static char *slurp(const char *path, size_t *len) {
     return b;
 }
 
+/* The observations of a saved load: its intervals and one item per text
+ * and text check, tallied by cv_observe() as the live canary's are. */
 int canary_observe_load_dir(const char *dir, double min_drafts, cc_observed *o, char *err, size_t errlen) {
     cc_observed_init(o);
     char p[4200];
@@ -35,17 +36,11 @@ int canary_observe_load_dir(const char *dir, double min_drafts, cc_observed *o, 
     iv_row *rows;
     int n;
     if (iv_csv_read(p, &rows, &n, err, errlen)) return -1;
-    ld_flag_rule judge = {.enabled = 1, .threshold = INFINITY, .min_drafts = min_drafts};
-    for (int i = 0; i < n; i++) {
-        if (!ld_interval_flagged(&judge, &rows[i])) continue;
-        o->n_intervals++;
-        if (!(rows[i].accept_len >= o->accept_len_min)) o->accept_len_min = rows[i].accept_len;
-    }
-    free(rows);
+    cv_input in = {.iv = rows, .n_iv = n, .min_drafts = min_drafts};
     snprintf(p, sizeof p, "%s/outputs.jsonl", dir);
-    char *txt = slurp(p, NULL);
-    if (!txt) return 0;   /* intervals alone still calibrate the accept-length check */
-    int nb = 0;
+    char *txt = slurp(p, NULL);   /* none: intervals alone still calibrate the accept-length check */
+    cv_item *items = NULL;
+    int n_items = 0, cap = 0;
     for (char *line = txt, *e; line && *line; line = e ? e + 1 : NULL) {
         e = strchr(line, '\n');
         if (e) *e = 0;
@@ -53,16 +48,26 @@ int canary_observe_load_dir(const char *dir, double min_drafts, cc_observed *o, 
         const cJSON *ok = cJSON_GetObjectItemCaseSensitive(j, "ok");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "text");
         if (cJSON_IsTrue(ok) && cJSON_IsString(t)) {
-            o->n_texts++;
-            nb += cc_bad_chars(t->valuestring, NULL) > 0;
-            double sp = cc_spray(t->valuestring), lo = cc_loop(t->valuestring);
-            if (sp > o->spray_max) o->spray_max = sp;
-            if (lo > o->loop_max) o->loop_max = lo;
+            if (n_items + 3 > cap) {
+                int nc = cap ? 2 * cap : 256;
+                cv_item *ni = realloc(items, sizeof *ni * (size_t)nc);
+                if (!ni) { cJSON_Delete(j); free(items); free(txt); free(rows); return errf(err, errlen, "out of memory"); }
+                items = ni;
+                cap = nc;
+            }
+            const char *s = t->valuestring;
+            items[n_items++] = (cv_item){CV_BAD_CHARS, cc_bad_chars(s, NULL), NAN, -1};
+            items[n_items++] = (cv_item){CV_SPRAY, cc_spray(s), NAN, -1};
+            items[n_items++] = (cv_item){CV_LOOP, cc_loop(s), NAN, -1};
         }
         cJSON_Delete(j);
     }
+    in.items = items;
+    in.n_items = n_items;
+    cv_observe(&in, o);
+    free(items);
     free(txt);
-    o->bad_frac = o->n_texts ? (double)nb / o->n_texts : 0;
+    free(rows);
     return 0;
 }
 
@@ -175,50 +180,70 @@ int canary_calibrate_dir(const char *dir, double min_drafts, cc_thresholds *t, c
     return 0;
 }
 
+/* The intervals of a scan, gathered first so that one cv_judge() decides. */
 typedef struct {
-    FILE *out;
-    double thr;
-    double min_drafts;
-    int n, flagged;
-    int csv;
-} scan_t;
+    iv_row *r;
+    int n, cap, oom;
+} rows_t;
 
-static void scan_row(void *ctx, const iv_row *r) {
-    scan_t *s = ctx;
-    s->n++;
-    ld_flag_rule f = {.enabled = 1, .threshold = s->thr, .min_drafts = s->min_drafts};
-    if (!ld_interval_flagged(&f, r)) return;
-    s->flagged++;
-    if (s->csv)
-        fprintf(s->out, "row %d [%.1f s, %.1f s]: accept len %.3f <= %.3f, running %g\n", s->n, r->t_start, r->t_end,
-                r->accept_len, s->thr, isnan(r->inflight) ? r->running : r->inflight);
-    else
-        fprintf(s->out, "line %ld: accept len %.2f <= %.2f, #running-req %g\n", r->line_no, r->accept_len, s->thr,
-                r->running);
+static void keep_row(void *ctx, const iv_row *r) {
+    rows_t *s = ctx;
+    if (s->n == s->cap) {
+        int nc = s->cap ? 2 * s->cap : 256;
+        iv_row *nr = realloc(s->r, sizeof *nr * (size_t)nc);
+        if (!nr) { s->oom = 1; return; }
+        s->r = nr;
+        s->cap = nc;
+    }
+    s->r[s->n++] = *r;
 }
 
-int canary_scan_sglang(const char *path, double threshold, FILE *out, int *n_rows, char *err, size_t errlen) {
-    sgl_tail *t;
-    if (sgl_tail_open(&t, path, 0, err, errlen)) return -1;
-    scan_t s = {.out = out, .thr = threshold};
+/* Lists the flagged intervals, then judges them all. */
+static void scan_judge(const iv_row *rows, int n, int csv, const cc_thresholds *t, double min_drafts, FILE *out,
+                       cv_verdict *v) {
+    for (int i = 0; i < n; i++) {
+        const iv_row *r = &rows[i];
+        if (!cv_interval_flagged(r, min_drafts, t->accept_len)) continue;
+        if (csv)
+            fprintf(out, "row %d [%.1f s, %.1f s]: accept len %.3f <= %.3f, running %g\n", i + 1, r->t_start, r->t_end,
+                    r->accept_len, t->accept_len, isnan(r->inflight) ? r->running : r->inflight);
+        else
+            fprintf(out, "line %ld: accept len %.2f <= %.2f, #running-req %g\n", r->line_no, r->accept_len,
+                    t->accept_len, r->running);
+    }
+    cv_input in = {.iv = rows, .n_iv = n, .min_drafts = min_drafts};
+    cv_judge(&in, t, v);
+}
+
+int canary_scan_sglang(const char *path, const cc_thresholds *t, double min_drafts, FILE *out, int *n_rows,
+                       cv_verdict *v, char *err, size_t errlen) {
+    sgl_tail *tl;
+    if (sgl_tail_open(&tl, path, 0, err, errlen)) return -1;
+    rows_t s = {0};
     for (;;) {
-        if (sgl_tail_poll(t, 0, 0, scan_row, &s) < 0) { sgl_tail_close(t); return errf(err, errlen, "%s: read error", path); }
-        if (sgl_tail_eof(t)) break;
+        if (sgl_tail_poll(tl, 0, 0, keep_row, &s) < 0) {
+            sgl_tail_close(tl);
+            free(s.r);
+            return errf(err, errlen, "%s: read error", path);
+        }
+        if (sgl_tail_eof(tl)) break;
         usleep(20 * 1000);   /* stdin with nothing yet */
     }
-    sgl_tail_close(t);
+    sgl_tail_close(tl);
+    if (s.oom) { free(s.r); return errf(err, errlen, "%s: out of memory", path); }
+    scan_judge(s.r, s.n, 0, t, min_drafts, out, v);
+    free(s.r);
     *n_rows = s.n;
-    return s.flagged;
+    return 0;
 }
 
-int canary_scan_csv(const char *path, double threshold, double min_drafts, FILE *out, int *n_rows, char *err,
-                    size_t errlen) {
+int canary_scan_csv(const char *path, const cc_thresholds *t, double min_drafts, FILE *out, int *n_rows,
+                    cv_verdict *v, char *err, size_t errlen) {
     iv_row *rows;
     int n;
     if (iv_csv_read(path, &rows, &n, err, errlen)) return -1;
-    scan_t s = {.out = out, .thr = threshold, .min_drafts = min_drafts, .csv = 1};
-    for (int i = 0; i < n; i++) scan_row(&s, &rows[i]);
+    scan_judge(rows, n, 1, t, min_drafts, out, v);
     free(rows);
-    *n_rows = s.n;
-    return s.flagged;
+    *n_rows = n;
+    return 0;
 }

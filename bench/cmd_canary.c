@@ -1,5 +1,6 @@
 /* cmd_canary.c — `specbed canary`: options, cold launch, calibration, and
- * the offline scans; the checks themselves are canary.c / canary_io.c. */
+ * the offline scans; the checks are canary.c / canary_probes.c / canary_io.c,
+ * the verdict canary_verdict.c. */
 #include "args.h"
 #include "canary.h"
 #include "commands.h"
@@ -19,12 +20,14 @@ static void help(FILE *f) {
         "       specbed canary --calibrate DIR                          (print thresholds)\n"
         "\n"
         "Runs a short bursty greedy load right after a (cold) server start and fails\n"
-        "(exit 1, evidence printed and written to --out) when any interval under load\n"
-        "has accept length <= the threshold, or when a content check fails: greedy\n"
-        "spec-on vs spec-off mismatch (specbed's per-request spec_depth), U+FFFD or\n"
-        "control characters, punctuation spray, repeated-trigram loops, different\n"
-        "output for identical greedy requests, a flat next-token distribution in a\n"
-        "prefill-only probe, a passphrase that fails to copy across 128 tokens.\n"
+        "(exit 1, evidence printed and written to --out) when any judged interval (under\n"
+        "load, with an accept length, enough verify steps) has accept length <= the\n"
+        "threshold, or when a content check fails: greedy spec-on vs spec-off mismatch\n"
+        "(specbed's per-request spec_depth), U+FFFD or control characters, punctuation\n"
+        "spray, repeated-trigram loops, different output for identical greedy requests,\n"
+        "a flat next-token distribution in a prefill-only probe, a passphrase that fails\n"
+        "to copy across 128 tokens. The offline scans apply the same verdict to the\n"
+        "intervals alone. Every reason is printed and listed in canary.json.\n"
         "Exit 0 clean, 1 corruption found, 2 could not run.\n"
         "\n"
         "  --launch CMD          start the server (CMD has a {port} placeholder), wait for\n"
@@ -33,7 +36,9 @@ static void help(FILE *f) {
         "  --duration S          length of the bursty load (default 30)\n"
         "  --burst N             concurrency of the bursts (default 8; troughs run 2)\n"
         "  --threshold T         accept length at or below which an interval fails (default 2.0)\n"
-        "  --min-drafts N        verify steps an interval needs to be judged (default 4)\n"
+        "  --min-drafts N        verify steps an interval needs to be judged (default %d; log\n"
+        "                        sources count none, so there only loaded intervals with an\n"
+        "                        accept length are judged)\n"
         "  --calibrate DIR       derive every threshold from the clean runs in DIR (a previous\n"
         "                        canary or load --out, or a sweep) and print them\n"
         "  --intervals CSV       offline: scan a saved intervals.csv\n"
@@ -43,11 +48,12 @@ static void help(FILE *f) {
         "  --copy-workload W     passphrase prompts (default copy; none = skip)\n"
         "  --spec-check on|off|auto   greedy spec-on vs spec-off (default auto: specbed only)\n"
         "  --no-content-checks   interval check only\n"
-        "  --fail-fast           stop the load at the first flagged interval\n"
+        "  --fail-fast           stop the load at the first flagged interval, or the first\n"
+        "                        content failure no later request could undo\n"
         "  --out DIR             evidence directory (default results/canary-DATE)\n"
         "\n"
         "Load options (the canary forces --temperature 0; defaults --workload code,\n"
-        "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", LOAD_CLI_HELP);
+        "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", CV_MIN_DRAFTS_DEFAULT, LOAD_CLI_HELP);
 }
 
 int cmd_canary(int argc, char **argv) {
@@ -101,15 +107,18 @@ int cmd_canary(int argc, char **argv) {
         fflush(stdout);
     }
     int live = o.lo.c.url || launch;
-    /* Offline scans. */
+    /* Offline scans: the same verdict over the intervals alone. */
     if (!live && (csv || o.lo.c.sglang_log)) {
         int n_rows = 0;
-        int flagged = csv ? canary_scan_csv(csv, o.thr.accept_len, o.min_drafts, stdout, &n_rows, err, sizeof err)
-                          : canary_scan_sglang(o.lo.c.sglang_log, o.thr.accept_len, stdout, &n_rows, err, sizeof err);
-        if (flagged < 0) { fprintf(stderr, "canary: %s\n", err); return 2; }
-        printf("canary: %d of %d interval(s) at or below accept length %.3f%s\n", flagged, n_rows, o.thr.accept_len,
+        cv_verdict v;
+        int r = csv ? canary_scan_csv(csv, &o.thr, o.min_drafts, stdout, &n_rows, &v, err, sizeof err)
+                    : canary_scan_sglang(o.lo.c.sglang_log, &o.thr, o.min_drafts, stdout, &n_rows, &v, err, sizeof err);
+        if (r) { fprintf(stderr, "canary: %s\n", err); return 2; }
+        int flagged = v.interval_failed ? v.reason[0].count : 0;
+        printf("canary: %d of %d interval(s) at or below accept length %.3f; %d judged (loaded, with an accept length%s)%s\n",
+               flagged, n_rows, o.thr.accept_len, v.n_judged, csv ? ", enough verify steps" : "",
                n_rows ? "" : " (no Decode batch lines / rows found)");
-        return flagged ? 1 : n_rows ? 0 : 2;
+        return v.failed ? 1 : n_rows ? 0 : 2;
     }
     if (!live) {
         if (calib) return 0;
@@ -151,17 +160,17 @@ int cmd_canary(int argc, char **argv) {
         snprintf(base, sizeof base, "%s", s.base);
     } else
         http_base(o.lo.c.url, base, sizeof base);
-    canary_verdict v;
-    if (canary_live(&o, base, outdir, &v, err, sizeof err)) {
+    canary_result res;
+    if (canary_live(&o, base, outdir, &res, err, sizeof err)) {
         fprintf(stderr, "canary: could not run: %s\n", err);
         if (launch) fprintf(stderr, "canary: server log tail:\n%s\n", proc_log_tail(&s, 1500));
         goto out;
     }
-    printf("canary %s\n", v.summary);
-    if (!isnan(v.first_flag_s)) printf("canary: first flag %.1f s into the load\n", v.first_flag_s);
+    printf("canary %s\n", res.summary);
+    if (!isnan(res.v.first_flag_s)) printf("canary: first flag %.1f s into the load\n", res.v.first_flag_s);
     if (!isnan(boot_s)) printf("canary: server became healthy %.1f s after launch\n", boot_s);
     printf("canary: evidence in %s\n", outdir);
-    rc = v.failed ? 1 : 0;
+    rc = res.v.failed ? 1 : 0;
 out:
     if (launch) proc_stop(&s);
     http_cleanup();

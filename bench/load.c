@@ -92,14 +92,6 @@ static char *dup_s(const char *s) {
     return r;
 }
 
-int ld_interval_flagged(const ld_flag_rule *f, const iv_row *r) {
-    if (!f->enabled || isnan(r->accept_len)) return 0;
-    int loaded = (!isnan(r->inflight) && r->inflight > 0) || (isnan(r->inflight) && r->running > 0);
-    if (!loaded) return 0;
-    if (!isnan(r->drafts) && r->drafts < f->min_drafts) return 0;
-    return r->accept_len <= f->threshold;
-}
-
 static void push_iv(run_ctx *x, iv_row *r) {
     ld_result *res = x->res;
     double t = r->t_end;
@@ -117,10 +109,9 @@ static void push_iv(run_ctx *x, iv_row *r) {
         x->iv_cap = nc;
     }
     res->iv[res->n_iv++] = *r;
-    if (!res->flagged && ld_interval_flagged(&x->c->flag, r)) {
-        res->flagged = 1;
-        res->flag_iv = res->n_iv - 1;
-        if (x->c->flag.stop) { x->stop = 1; res->stopped_early = 1; }
+    if (x->c->on_interval && !x->stop && x->c->on_interval(x->c->on_interval_ctx, r)) {
+        x->stop = 1;
+        res->stopped_early = 1;
     }
 }
 
@@ -545,7 +536,6 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
     x.res = calloc(1, sizeof *x.res);
     if (!x.res) return errf(err, errlen, "out of memory");
     ld_result *res = x.res;
-    res->flag_iv = -1;
     http_base(c->url, x.base, sizeof x.base);
     x.origin = c->t_origin > 0 ? c->t_origin : http_now();
     x.cur_phase = -1;

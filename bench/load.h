@@ -28,15 +28,6 @@ typedef struct {
     double ttft_ms, tpot_ms, e2el_ms;   /* 0 = no objective on that metric */
 } ld_slo;
 
-/* The canary's live check: an interval with accept length ≤ threshold while
- * requests were in flight (and, where counted, ≥ min_drafts verify steps). */
-typedef struct {
-    int enabled;
-    double threshold;
-    double min_drafts;
-    int stop;            /* stop the load at the first flagged interval */
-} ld_flag_rule;
-
 typedef struct {
     const char *url;             /* server base */
     const char *api_key;         /* NULL = none */
@@ -63,13 +54,17 @@ typedef struct {
     int first_item;              /* start the cycle at this item (canary probes) */
     double request_timeout_s;
     int progress;                /* progress line on stderr */
-    ld_flag_rule flag;
     ld_slo slo;
     double t_origin;             /* http_now() that t = 0 refers to; 0 = the run's own start */
     /* Called as each request completes (not for cancelled ones), t in run
      * seconds; a non-zero return stops the load (the canary's live checks). */
     int (*on_done)(void *ctx, const struct ld_request *q, double t);
     void *on_done_ctx;
+    /* Called for each interval row as it is recorded (its client-side
+     * fields filled in); a non-zero return stops the load (the canary's
+     * --fail-fast). The load generator itself judges nothing. */
+    int (*on_interval)(void *ctx, const iv_row *row);
+    void *on_interval_ctx;
 } ld_config;
 
 void ld_config_defaults(ld_config *c);
@@ -102,9 +97,7 @@ typedef struct {
     int has_totals;              /* counters from the first and last snapshot */
     mtotals totals;
     char model[256];
-    int flagged;                 /* an interval met the flag rule */
-    int flag_iv;                 /* its index */
-    int stopped_early;
+    int stopped_early;           /* on_done or on_interval asked to stop */
     char note[1600];             /* e.g. why metrics were unavailable */
 } ld_result;
 
@@ -112,7 +105,4 @@ typedef struct {
  * -1 = it could not run (no server, bad config), message in err. */
 int  ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen);
 void ld_result_free(ld_result *r);
-
-/* 1 when interval r meets the flag rule. */
-int  ld_interval_flagged(const ld_flag_rule *f, const iv_row *r);
 #endif

@@ -183,7 +183,6 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddNumberToObject(j, "num_intervals", r->n_iv);
     add_num(j, "min_interval_accept_length", min_al);
     add_num(j, "mean_interval_accept_length", n_al ? sum_al / n_al : NAN);
-    if (r->flagged) cJSON_AddNumberToObject(j, "flagged_interval", r->flag_iv);
     if (r->note[0]) cJSON_AddStringToObject(j, "note", r->note);
     return j;
 }

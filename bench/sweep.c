@@ -7,6 +7,7 @@
  * serves as every drafter's baseline. */
 #include "args.h"
 #include "canary.h"
+#include "canary_verdict.h"
 #include "commands.h"
 #include "csv_row.h"
 #include "errmsg.h"
@@ -40,6 +41,7 @@ typedef struct {
     double canary_duration;
     const char *canary_calibrate;   /* NULL, "auto" or DIR */
     double canary_threshold;        /* <0: per-depth default */
+    double min_drafts;              /* verify steps an interval needs to be judged (canary and load runs alike) */
     double boot_timeout;
     int block_size;
     char block_src[600];
@@ -80,7 +82,7 @@ static void help(FILE *f) {
         "  --canary-calibrate X  auto (default when depth 0 is swept): content thresholds\n"
         "                        from the depth-0 canary (no speculation, so no speculation\n"
         "                        corruption), accept-length threshold halfway from 1 to\n"
-        "                        the lowest loaded interval of the drafter's previous depth\n"
+        "                        the lowest judged interval of the drafter's previous depth\n"
         "                        (E(k) never falls with k) when that launch's content was\n"
         "                        clean; none; or a DIR of clean runs for every threshold\n"
         "  --boot-timeout S      seconds to wait for /health (default 300)\n"
@@ -221,7 +223,7 @@ static int run_sweep(sweep_opts *o) {
     if (o->canary_calibrate && strcmp(o->canary_calibrate, "auto") && strcmp(o->canary_calibrate, "none"))
         snprintf(calib_dir, sizeof calib_dir, "%s", o->canary_calibrate);
     int n_fail_launch = 0, n_canary_fail = 0, n_runs = 0;
-    /* Per drafter: the lowest loaded-interval accept length of its previous
+    /* Per drafter: the lowest judged-interval accept length of its previous
      * (shallower) launch whose content checks were clean. E(k) does not
      * decrease with k, so that is a clean floor for the next depth. */
     double prev_min[SW_MAX];
@@ -284,6 +286,7 @@ static int run_sweep(sweep_opts *o) {
                 co.lo.c.progress = 0;
                 co.duration_s = o->canary_duration;
                 co.n_probe = 8;
+                co.min_drafts = o->min_drafts;
                 co.quiet = 1;
                 /* The field's 2.0 at depth 5 is "a quarter of the possible gain";
                  * the same share at depth k is 1 + k/4 (capped at 2.0). After a
@@ -292,7 +295,7 @@ static int run_sweep(sweep_opts *o) {
                 const char *thr_src = "the field's 2.0 scaled to this depth, min(2, 1 + depth/4)";
                 if (auto_cal && !isnan(prev_min[dr]) && prev_min[dr] > 1.05) {
                     thr = 1.0 + (prev_min[dr] - 1.0) / 2.0;
-                    thr_src = "halfway from 1 to the lowest loaded interval of this drafter's previous depth";
+                    thr_src = "halfway from 1 to the lowest judged interval of this drafter's previous depth";
                 }
                 if (o->canary_threshold >= 0) { thr = o->canary_threshold; thr_src = "--canary-threshold"; }
                 cc_thresholds_default(&co.thr, thr);
@@ -307,9 +310,10 @@ static int run_sweep(sweep_opts *o) {
                 }
                 char cdir[1600];
                 snprintf(cdir, sizeof cdir, "%s/canary", dir);
-                canary_verdict v;
+                canary_result cr;
+                const cv_verdict *v = &cr.v;
                 cJSON *C = cJSON_AddObjectToObject(L, "canary");
-                if (canary_live(&co, s.base, cdir, &v, err, sizeof err)) {
+                if (canary_live(&co, s.base, cdir, &cr, err, sizeof err)) {
                     fprintf(stderr, "sweep: %s: canary could not run: %s\n", label, err);
                     cJSON_AddStringToObject(C, "verdict", "error");
                     cJSON_AddStringToObject(C, "error", err);
@@ -317,24 +321,27 @@ static int run_sweep(sweep_opts *o) {
                     int baseline = depth == 0 && auto_cal;   /* its scores are the clean level, not a verdict */
                     if (baseline)
                         fprintf(stderr, "sweep: %s: canary baseline for the content checks (against the defaults: %s)\n",
-                                label, v.summary);
+                                label, cr.summary);
                     else
-                        fprintf(stderr, "sweep: %s: canary %s\n", label, v.summary);
-                    if (v.failed && !baseline)
+                        fprintf(stderr, "sweep: %s: canary %s\n", label, cr.summary);
+                    if (v->failed && !baseline)
                         fprintf(stderr, "sweep: %s: evidence in %s/evidence.txt (a weak drafter can sit at or below the "
                                 "accept-length threshold while healthy: see --canary-threshold, --canary-calibrate)\n",
                                 label, cdir);
-                    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : v.failed ? "fail" : "pass");
-                    if (!isnan(v.first_flag_s)) cJSON_AddNumberToObject(C, "first_flag_s", v.first_flag_s);
-                    cJSON_AddNumberToObject(C, "findings", v.n_findings);
+                    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : v->failed ? "fail" : "pass");
+                    if (!isnan(v->first_flag_s)) cJSON_AddNumberToObject(C, "first_flag_s", v->first_flag_s);
+                    cJSON_AddNumberToObject(C, "findings", cr.n_findings);
+                    cJSON *rs = cJSON_AddArrayToObject(C, "reasons");
+                    for (int k = 0; k < v->n_reasons; k++)
+                        cJSON_AddItemToArray(rs, cJSON_CreateString(cv_check_name(v->reason[k].check)));
                     if (depth > 0) {   /* no speculation, no interval check */
                         cJSON_AddNumberToObject(C, "threshold", co.thr.accept_len);
                         cJSON_AddStringToObject(C, "threshold_source", thr_src);
                     }
-                    content_clean = !v.content_failed;
-                    run_min = v.obs.accept_len_min;
-                    cJSON_AddNumberToObject(C, "clean_intervals", v.clean_intervals);
-                    n_canary_fail += v.failed && !baseline;
+                    content_clean = !v->content_failed;
+                    run_min = cr.obs.accept_len_min;
+                    cJSON_AddNumberToObject(C, "clean_intervals", v->n_clean);
+                    n_canary_fail += v->failed && !baseline;
                     if (depth == 0 && o->canary_calibrate && !strcmp(o->canary_calibrate, "auto"))
                         snprintf(calib_dir, sizeof calib_dir, "%s", cdir);
                 }
@@ -359,9 +366,8 @@ static int run_sweep(sweep_opts *o) {
                         }
                         if (ld_write_outputs(rdir, &c, res, &o->lo.pcts, err, sizeof err))
                             fprintf(stderr, "sweep: %s: %s\n", rel, err);
-                        ld_flag_rule judge = {.enabled = 1, .threshold = INFINITY, .min_drafts = 4};
                         for (int k = 0; k < res->n_iv; k++)
-                            if (ld_interval_flagged(&judge, &res->iv[k]) && !(res->iv[k].accept_len >= run_min))
+                            if (cv_interval_judged(&res->iv[k], o->min_drafts) && !(res->iv[k].accept_len >= run_min))
                                 run_min = res->iv[k].accept_len;
                         cJSON *sm = ld_summary_json(&c, res, &o->lo.pcts);
                         write_run_row(runs, drafter, depth, wls[wi]->name, c.concurrency, rep, rel, sm);
@@ -406,6 +412,7 @@ int cmd_sweep(int argc, char **argv) {
     o.canary = 1;
     o.canary_duration = 10;
     o.canary_threshold = -1;
+    o.min_drafts = CV_MIN_DRAFTS_DEFAULT;
     o.boot_timeout = 300;
     o.block_size = 5;
     snprintf(o.block_src, sizeof o.block_src, "default (--block-size)");

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "errmsg.h"
 #include "file.h"
+#include "json_strict.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -275,10 +276,12 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
 int config_load(model_config *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     char *txt;
-    if (read_file(path, 64u << 20, &txt, NULL, err, errlen)) return -1;
-    cJSON *root = cJSON_Parse(txt);
+    size_t n;
+    if (read_file(path, 64u << 20, &txt, &n, err, errlen)) return -1;
+    cJSON *root;
+    int jrc = json_parse_strict(&root, txt, n, path, 1, err, errlen);
     free(txt);
-    if (!root) return errf(err, errlen, "%s: not valid JSON", path);
+    if (jrc) return -1;
     int rc = parse(c, root, path, err, errlen);
     cJSON_Delete(root);
     if (rc) memset(c, 0, sizeof *c);

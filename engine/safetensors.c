@@ -24,6 +24,7 @@
  * filled st_model). */
 #include "safetensors.h"
 #include "errmsg.h"
+#include "json_strict.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -215,8 +216,10 @@ static int add_file(st_model *m, const char *path, char *err, size_t errlen) {
     const unsigned char *data = b + 8 + hlen;
     uint64_t data_size = f->size - 8 - hlen;
 
-    cJSON *root = cJSON_ParseWithLength(hdr, (size_t)hlen);
-    if (!root) return errf(err, errlen, "%s: header is not valid JSON", path);
+    cJSON *root;
+    char what[4200];
+    snprintf(what, sizeof what, "%s: header", path);
+    if (json_parse_strict(&root, hdr, (size_t)hlen, what, 0, err, errlen)) return -1;   /* duplicates: refused below */
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return errf(err, errlen, "%s: header is not a JSON object", path);
@@ -323,9 +326,10 @@ static int open_index(st_model *m, const char *dir, const char *ipath, char *err
     close(fd);
     if (got != n) { free(txt); return errf(err, errlen, "%s: short read", ipath); }
     txt[n] = 0;
-    cJSON *root = cJSON_ParseWithLength(txt, n);
+    cJSON *root;
+    int jrc = json_parse_strict(&root, txt, n, ipath, 1, err, errlen);
     free(txt);
-    if (!root) return errf(err, errlen, "%s: not valid JSON", ipath);
+    if (jrc) return -1;
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     int rc = 0;
     if (!cJSON_IsObject(wm)) {

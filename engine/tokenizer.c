@@ -30,6 +30,7 @@
 
 #include "errmsg.h"
 #include "file.h"
+#include "json_strict.h"
 
 #define TOK_MAX_ID (1 << 24)   /* a vocabulary beyond 16M ids is a corrupt file */
 
@@ -482,12 +483,10 @@ int tok_load(tokenizer **out, const char *path, char *err, size_t errlen) {
     char *buf;
     /* the largest real tokenizer.json files (Llama-3, Qwen3) are ~10 MB */
     if (read_file(path, 256u << 20, &buf, &len, err, errlen)) return -1;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
+    cJSON *root;
+    if (json_parse_strict(&root, buf, len, path, 1, err, errlen)) {
         free(buf);
-        return errf(err, errlen, "%s: malformed JSON near byte %zu", path, at);
+        return -1;
     }
     tokenizer *t = calloc(1, sizeof *t);
     int rc = -1;

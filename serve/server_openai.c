@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "errmsg.h"
+#include "json_strict.h"
 #include "server_internal.h"
 
 typedef struct {
@@ -243,9 +244,8 @@ int srv_parse_request(server *s, srv_kind kind, const char *body, size_t len, sr
     *param = NULL;
     perr e = {status, param, err, errlen};
     if (!srv_utf8_valid(body, len)) return errf(err, errlen, "the request body is not valid UTF-8");
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!o) return errf(err, errlen, "malformed JSON in the request body near byte %ld", end ? (long)(end - body) : 0L);
+    cJSON *o;
+    if (json_parse_strict(&o, body, len, "the request body", 1, err, errlen)) return -1;
     srv_req *r = srv_req_new();
     if (!r) { cJSON_Delete(o); *status = 500; return errf(err, errlen, "out of memory"); }
     r->kind = kind;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include "errmsg.h"
 #include "file.h"
+#include "json_strict.h"
 
 /* Number field: 1 present, 0 absent/null, -1 wrong type (err set). */
 static int num(const cJSON *root, const char *key, double *out, const char *path, char *err, size_t el) {
@@ -135,10 +136,12 @@ static int read_config(dspark_ckpt *c, const char *dir, const model *t, char *er
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *buf;
-    if (read_file(path, 16u << 20, &buf, NULL, err, el)) return -1;
-    cJSON *root = cJSON_Parse(buf);
+    size_t n;
+    if (read_file(path, 16u << 20, &buf, &n, err, el)) return -1;
+    cJSON *root;
+    int jrc = json_parse_strict(&root, buf, n, path, 1, err, el);
     free(buf);
-    if (!root) return errf(err, el, "%s: not valid JSON", path);
+    if (jrc) return -1;
     int rc = parse_config(c, root, path, t, err, el);
     cJSON_Delete(root);
     return rc;

@@ -2,8 +2,9 @@
 /* test_bench_maths.c — the arithmetic behind bench/'s numbers: percentiles
  * (numpy "linear"), load shapes (profile parsing, gamma arrivals), the
  * summary JSON (vLLM names, TPOT, goodput), the canary's content checks and
- * calibration, the interval flag rule, and the depth recommendation
- * (E(k) from per-position rates, cost-table interpolation, prediction). */
+ * calibration (the verdict and its interval rule: test_bench_verdict.c), and
+ * the depth recommendation (E(k) from per-position rates, cost-table
+ * interpolation, prediction). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -164,35 +165,6 @@ static void test_summary(void) {
     CHECK(ld_pcts_parse("0,50", &pc, NULL, 0) == -1 && ld_pcts_parse("abc", &pc, NULL, 0) == -1);
 }
 
-static void test_flag_rule(void) {
-    ld_flag_rule f = {.enabled = 1, .threshold = 2.0, .min_drafts = 4};
-    iv_row r;
-    iv_row_clear(&r);
-    r.accept_len = 1.9;
-    r.inflight = 3;
-    r.drafts = 10;
-    CHECK(ld_interval_flagged(&f, &r));
-    r.accept_len = 2.0;
-    CHECK(ld_interval_flagged(&f, &r));          /* "≤ threshold" */
-    r.accept_len = 2.01;
-    CHECK(!ld_interval_flagged(&f, &r));
-    r.accept_len = 1.2;
-    r.drafts = 3;
-    CHECK(!ld_interval_flagged(&f, &r));         /* too few verify steps to judge */
-    r.drafts = 10;
-    r.inflight = 0;
-    CHECK(!ld_interval_flagged(&f, &r));         /* not under load */
-    r.inflight = NAN;
-    r.running = 5;
-    r.drafts = NAN;
-    CHECK(ld_interval_flagged(&f, &r));          /* offline SGLang rows: running requests, no draft count */
-    r.accept_len = NAN;
-    CHECK(!ld_interval_flagged(&f, &r));
-    f.enabled = 0;
-    r.accept_len = 1;
-    CHECK(!ld_interval_flagged(&f, &r));
-}
-
 static void test_content_checks(void) {
     size_t at;
     CHECK(cc_bad_chars("plain text\n\twith tabs", &at) == 0);
@@ -331,7 +303,6 @@ int main(void) {
     test_profile();
     test_arrivals();
     test_summary();
-    test_flag_rule();
     test_content_checks();
     test_calibration();
     test_recommend();

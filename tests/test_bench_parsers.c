@@ -156,6 +156,12 @@ static void test_sglang_lines(void) {
     CHECK(sgl_parse_line("Decode batch, #running-req: 3, #token: 600, token usage: 0.01, cuda graph: True, gen throughput "
                          "(token/s): 77.70, #queue-req: 0", &L));
     CHECK(!L.has_ts && isnan(L.accept_len) && NEAR(L.running, 3));
+    /* specbed serve's line for an interval in which no request drafted: no
+     * accept len / accept rate at all (NaN: the verdict does not judge it) */
+    CHECK(sgl_parse_line("[2026-12-01 09:51:31] Decode batch, #running-req: 2, #token: 265, token usage: 0.02, gen "
+                         "throughput (token/s): 593.73, #queue-req: 0", &L));
+    CHECK(L.has_ts && isnan(L.accept_len) && isnan(L.accept_rate) && NEAR(L.running, 2) && NEAR(L.tokens, 265) &&
+          NEAR(L.gen_tps, 593.73) && NEAR(L.queue, 0));
     CHECK(!sgl_parse_line("[2025-01-07 20:16:02 TP0] Prefill batch. #new-seq: 1, #new-token: 48", &L));
     CHECK(!sgl_parse_line("INFO: 127.0.0.1 - \"POST /v1/completions HTTP/1.1\" 200 OK", &L));
     CHECK(!sgl_parse_line("Decode batchXYZ", &L));

@@ -182,6 +182,13 @@ static void test_bad(void) {
     expect_fail("many mtp layers", Q3 BASE_FIELDS ", \"num_nextn_predict_layers\": 1000}", "num_nextn_predict_layers",
                 "at most");
     expect_fail("not JSON", "{\"hidden_size\": 64,", "JSON", NULL);
+    expect_fail("trailing data", Q3 BASE_FIELDS "} {}", "after the JSON value", NULL);
+    model_config dup;
+    expect_ok(&dup, "duplicate key: the last wins, as in Python's json",
+              Q3 BASE_FIELDS ", \"num_attention_heads\": 8, \"num_attention_heads\": 2}");
+    CHECKF(dup.n_heads == 2, "duplicate num_attention_heads read as %d, HF reads 2", dup.n_heads);
+    expect_fail("number 064", Q3 BASE_FIELDS ", \"head_dim\": 064}", "malformed number", NULL);
+    expect_fail("NUL in a string", Q3 BASE_FIELDS ", \"hidden_act\": \"silu\\u0000x\"}", "NUL", NULL);
     expect_fail("JSON array", "[1, 2]", "object", NULL);
     expect_fail("empty file", "", "JSON", NULL);
 #undef Q3

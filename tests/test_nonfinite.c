@@ -154,7 +154,13 @@ static void test_serve(const char *dir) {
         CHECK(r.status == 200);
         sc_resp_free(&r);
         snprintf(u, sizeof u, "%s/metrics", base);
-        sc_request("GET", u, NULL, 0, NULL, &r);
+        /* /metrics is a snapshot the scheduler refreshes after each step: wait for it */
+        for (int i = 0; i < 100; i++) {
+            sc_request("GET", u, NULL, 0, NULL, &r);
+            if (sc_metric(r.body, "specbed:nonfinite_logits_requests_total") == 4) break;
+            sc_resp_free(&r);
+            usleep(20 * 1000);
+        }
         CHECKF(sc_metric(r.body, "specbed:nonfinite_logits_requests_total") == 4 &&
                    sc_metric(r.body, "specbed:request_failure_total") == 4 &&
                    sc_metric(r.body, "specbed:kv_cache_pages_used") == 0,

@@ -392,6 +392,17 @@ static void test_errors(void) {
                     BAD[i].status, NULL);
     check_error(BASE, "POST", "/v1/completions", "{\"prompt\": \"x\", \"model\": \"gpt-4\"}", 33, KEY, 404,
                 "model_not_found");
+    /* JSON read as Python reads it, or refused: NUL in a prompt, chat content
+     * or stop string (it once truncated "ab\u0000cd" to "ab"), trailing
+     * data, numbers like 01 (each once answered 200) */
+    const char *strict[] = {"{\"prompt\": \"ab\\u0000cd\", \"max_tokens\": 2}",
+                            "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000\"}], \"max_tokens\": 2}",
+                            "{\"prompt\": \"ab\", \"stop\": [\"x\\u0000\"], \"max_tokens\": 2}",
+                            "{\"prompt\": \"ab\", \"max_tokens\": 2} trailing",
+                            "{\"prompt\": \"ab\", \"max_tokens\": 02}"};
+    for (int i = 0; i < 5; i++)
+        check_error(BASE, "POST", i == 1 ? "/v1/chat/completions" : "/v1/completions", strict[i], strlen(strict[i]), KEY,
+                    400, NULL);
     /* over-long prompts: text and token ids */
     size_t n = 20000;
     char *big = malloc(n + 64);

@@ -1,0 +1,179 @@
+/* canary_evidence.c — the live canary's evidence: the findings list (text
+ * a human reads), excerpts of suspect output, and what goes to disk and
+ * stderr at the end: canary.json (verdict, reasons, thresholds, observed
+ * scores, findings) and evidence.txt. Decides nothing: the verdict it
+ * writes is cv_judge()'s. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "canary_internal.h"
+#include "load_out.h"
+
+void cn_finding(cn_findings *f, int check, const char *fmt, ...) {
+    if (f->n == CN_MAX_FINDINGS) return;
+    char b[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(b);
+    f->line[f->n] = malloc(n + 1);
+    f->check[f->n] = check;
+    if (f->line[f->n]) memcpy(f->line[f->n++], b, n + 1);
+}
+
+int cn_finding_status(const cn_findings *f, int i, const cv_verdict *v) {
+    if (f->check[i] == CN_NOTE) return -1;
+    for (int k = 0; k < v->n_reasons; k++)
+        if ((int)v->reason[k].check == f->check[i]) return 1;
+    return 0;
+}
+
+void cn_excerpt(const char *t, long at, char *out, size_t outlen) {
+    long n = (long)strlen(t);
+    long a = at > 60 ? at - 60 : 0, b = at + 100 < n ? at + 100 : n;
+    while (a > 0 && ((unsigned char)t[a] & 0xC0) == 0x80) a--;
+    size_t o = 0;
+    if (a > 0 && o + 3 < outlen) { memcpy(out, "...", 3); o = 3; }
+    for (long i = a; i < b && o + 8 < outlen; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
+        else if (c == '\t') { out[o++] = '\\'; out[o++] = 't'; }
+        else if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
+        else out[o++] = (char)c;
+    }
+    if (b < n && o + 4 < outlen) { memcpy(out + o, "...", 3); o += 3; }
+    out[o] = 0;
+}
+
+static void num_or_null(cJSON *j, const char *k, double v) {
+    if (isnan(v)) cJSON_AddNullToObject(j, k);
+    else cJSON_AddNumberToObject(j, k, v);
+}
+
+static cJSON *thr_json(const cc_thresholds *t) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "accept_len", t->accept_len);
+    cJSON_AddNumberToObject(j, "bad_frac", t->bad_frac);
+    cJSON_AddNumberToObject(j, "spray", t->spray);
+    cJSON_AddNumberToObject(j, "loop", t->loop);
+    cJSON_AddNumberToObject(j, "flat", t->flat);
+    cJSON_AddNumberToObject(j, "copy_fail_frac", t->copy_fail_frac);
+    cJSON_AddNumberToObject(j, "spec_mismatch_frac", t->spec_mismatch_frac);
+    cJSON_AddNumberToObject(j, "nondet_frac", t->nondet_frac);
+    return j;
+}
+
+/* The field names calibration reads back (canary_io.c). */
+static cJSON *obs_json(const cc_observed *o) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "n_intervals", o->n_intervals);
+    num_or_null(j, "accept_len_min", o->accept_len_min);
+    cJSON_AddNumberToObject(j, "n_texts", o->n_texts);
+    cJSON_AddNumberToObject(j, "bad_frac", o->bad_frac);
+    cJSON_AddNumberToObject(j, "spray_max", o->spray_max);
+    cJSON_AddNumberToObject(j, "loop_max", o->loop_max);
+    cJSON_AddNumberToObject(j, "n_flat", o->n_flat);
+    cJSON_AddNumberToObject(j, "flat_max", o->flat_max);
+    cJSON_AddNumberToObject(j, "n_copy", o->n_copy);
+    cJSON_AddNumberToObject(j, "copy_fail_frac", o->copy_fail_frac);
+    cJSON_AddNumberToObject(j, "n_spec", o->n_spec);
+    cJSON_AddNumberToObject(j, "spec_mismatch_frac", o->spec_mismatch_frac);
+    cJSON_AddNumberToObject(j, "n_det", o->n_det);
+    cJSON_AddNumberToObject(j, "nondet_frac", o->nondet_frac);
+    return j;
+}
+
+static cJSON *reasons_json(const cv_verdict *v) {
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < v->n_reasons; k++) {
+        const cv_reason *r = &v->reason[k];
+        char line[512];
+        cv_reason_format(r, line, sizeof line);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "check", cv_check_name(r->check));
+        num_or_null(e, "observed", r->observed);
+        cJSON_AddNumberToObject(e, "threshold", r->threshold);
+        cJSON_AddNumberToObject(e, "count", r->count);
+        cJSON_AddNumberToObject(e, "of", r->of);
+        num_or_null(e, "first_s", r->first_s);
+        cJSON_AddStringToObject(e, "text", line);
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
+void cn_write_evidence(const cn_run *R, const canary_result *res) {
+    const cv_verdict *v = &res->v;
+    const canary_opts *o = R->o;
+    double first_iv = NAN, first_content = NAN;
+    for (int k = 0; k < v->n_reasons; k++) {
+        double t = v->reason[k].first_s;
+        if (v->reason[k].check == CV_ACCEPT_LEN) first_iv = t;
+        else if (!isnan(t) && !(t >= first_content)) first_content = t;
+    }
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "verdict", v->failed ? "fail" : "pass");
+    cJSON_AddItemToObject(j, "reasons", reasons_json(v));
+    cJSON_AddStringToObject(j, "base_url", R->base);
+    cJSON_AddStringToObject(j, "workload", R->wl->name);
+    cJSON_AddStringToObject(j, "metrics_source", msrc_name(R->lr->msrc));
+    cJSON_AddStringToObject(j, "reference", R->ref_kind);
+    num_or_null(j, "first_flag_s", v->first_flag_s);
+    num_or_null(j, "first_interval_flag_s", first_iv);
+    num_or_null(j, "first_content_flag_s", first_content);
+    cJSON_AddNumberToObject(j, "min_drafts", o->min_drafts);
+    cJSON_AddNumberToObject(j, "judged_intervals", v->n_judged);
+    cJSON_AddNumberToObject(j, "clean_intervals", v->n_clean);
+    cJSON_AddNumberToObject(j, "requests", R->lr->n_req);
+    cJSON_AddNumberToObject(j, "requests_ok", R->n_ok);
+    cJSON_AddBoolToObject(j, "stopped_early", R->lr->stopped_early);
+    cJSON_AddItemToObject(j, "thresholds", thr_json(&o->thr));
+    cJSON_AddItemToObject(j, "observed", obs_json(&res->obs));
+    /* findings: evidence for the reasons, and notes; tolerated: what a
+     * passing check saw within its calibrated share */
+    cJSON *fa = cJSON_AddArrayToObject(j, "findings");
+    cJSON *ta = cJSON_AddArrayToObject(j, "tolerated");
+    for (int i = 0; i < R->F.n; i++)
+        cJSON_AddItemToArray(cn_finding_status(&R->F, i, v) ? fa : ta, cJSON_CreateString(R->F.line[i]));
+    char p[4200];
+    snprintf(p, sizeof p, "%s/canary.json", R->outdir);
+    ld_write_json(p, j, NULL, 0);
+    cJSON_Delete(j);
+
+    snprintf(p, sizeof p, "%s/evidence.txt", R->outdir);
+    FILE *ef = fopen(p, "w");
+    if (ef) {
+        fprintf(ef, "canary %s\n", res->summary);
+        for (int k = 0; k < v->n_reasons; k++) {
+            char line[512];
+            cv_reason_format(&v->reason[k], line, sizeof line);
+            fprintf(ef, "reason: %s\n", line);
+        }
+        for (int i = 0; i < R->F.n; i++)
+            if (cn_finding_status(&R->F, i, v)) fprintf(ef, "- %s\n", R->F.line[i]);
+        int head = 0;
+        for (int i = 0; i < R->F.n; i++) {
+            if (cn_finding_status(&R->F, i, v)) continue;
+            if (!head++) fprintf(ef, "tolerated (within a calibrated share; the check passed):\n");
+            fprintf(ef, "- %s\n", R->F.line[i]);
+        }
+        fclose(ef);
+    }
+    if (o->quiet) return;
+    for (int k = 0; k < v->n_reasons; k++) {
+        char line[512];
+        cv_reason_format(&v->reason[k], line, sizeof line);
+        fprintf(stderr, "canary: FAIL because %s\n", line);
+    }
+    int shown = 0;
+    for (int i = 0; i < R->F.n; i++) {
+        int st = cn_finding_status(&R->F, i, v);
+        if (st < 0 || (st > 0 && shown < 20)) { fprintf(stderr, "canary: %s\n", R->F.line[i]); shown += st > 0; }
+    }
+    if (v->failed && res->n_findings > shown)
+        fprintf(stderr, "canary: ... %d more finding(s) in %s/evidence.txt\n", res->n_findings - shown, R->outdir);
+}
