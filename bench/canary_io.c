@@ -8,23 +8,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include "file.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
-    return b;
+/* The whole file, or NULL if it cannot be read (these files are optional). */
+static char *slurp(const char *path) {
+    char *b;
+    return read_file(path, 256u << 20, &b, NULL, NULL, 0) ? NULL : b;
 }
 
 /* The observations of a saved load: its intervals and one item per text
@@ -38,7 +32,7 @@ int canary_observe_load_dir(const char *dir, double min_drafts, cc_observed *o, 
     if (iv_csv_read(p, &rows, &n, err, errlen)) return -1;
     cv_input in = {.iv = rows, .n_iv = n, .min_drafts = min_drafts};
     snprintf(p, sizeof p, "%s/outputs.jsonl", dir);
-    char *txt = slurp(p, NULL);   /* none: intervals alone still calibrate the accept-length check */
+    char *txt = slurp(p);   /* none: intervals alone still calibrate the accept-length check */
     cv_item *items = NULL;
     int n_items = 0, cap = 0;
     for (char *line = txt, *e; line && *line; line = e ? e + 1 : NULL) {
@@ -77,7 +71,7 @@ static double jnum(const cJSON *o, const char *k, double dflt) {
 }
 
 static int observe_canary_json(const char *path, cc_observed *o, int *failed) {
-    char *t = slurp(path, NULL);
+    char *t = slurp(path);
     if (!t) return -1;
     cJSON *j = cJSON_Parse(t);
     free(t);

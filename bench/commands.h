@@ -1,4 +1,4 @@
-/* commands.h — the bench subcommands of the specbed binary (engine/main.c
+/* commands.h — the bench subcommands of the specbed binary (tools/main.c
  * dispatches to them). Each takes the arguments after the command name
  * (argv[0] is the command) and returns the exit status: 0 ok, 1 failed
  * (the canary: corruption found), 2 bad usage / could not run. */

@@ -1,4 +1,4 @@
-/* launch.c — see launch.h. */
+/* proc_launch.c — see proc_launch.h. */
 #include "proc_launch.h"
 #include "errmsg.h"
 #include <arpa/inet.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The group to kill from a signal handler; see launch.h for why it is global. */
+/* The group to kill from a signal handler; see proc_launch.h for why it is global. */
 static volatile sig_atomic_t g_pgid = 0;
 
 static void on_signal(int sig) {

@@ -1,6 +1,7 @@
 /* report_data.c — loading a sweep directory and computing the
  * recommendation (report.h). Reads files only. */
 #include "report.h"
+#include "file.h"
 #include "csv_table.h"
 #include "errmsg.h"
 #include <cjson/cJSON.h>
@@ -10,17 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The whole file, or NULL if it cannot be read. */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
+    char *b;
+    return read_file(path, 256u << 20, &b, NULL, NULL, 0) ? NULL : b;
 }
 
 static double mean_acc(double acc, double v, int n) {

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "csv_row.h"
 #include "errmsg.h"
+#include "file.h"
 #include "httpc.h"
 #include "proc_launch.h"
 #include "load_cli.h"
@@ -108,13 +109,11 @@ static const cJSON *find_key(const cJSON *j, const char *key) {
 }
 
 static int read_block_size(const char *path, int *bs, char *src, size_t srclen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "sweep: --drafter-config %s: %s\n", path, strerror(errno)); return -1; }
-    char *b = malloc(1 << 20);
-    size_t n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (!b) return -1;
-    b[n] = 0;
+    char *b, err[1200];
+    if (read_file(path, 1u << 20, &b, NULL, err, sizeof err)) {
+        fprintf(stderr, "sweep: --drafter-config %s\n", err);
+        return -1;
+    }
     cJSON *j = cJSON_Parse(b);
     free(b);
     const cJSON *v = find_key(j, "dspark_block_size");

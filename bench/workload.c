@@ -1,6 +1,7 @@
 /* workload.c — see workload.h. Reads files and JSON; knows nothing of HTTP. */
 #include "workload.h"
 #include "errmsg.h"
+#include "file.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -150,16 +151,8 @@ int workload_load(workload **out, const char *s, char *err, size_t errlen) {
     char path[4096];
     if (workload_resolve(s, path, sizeof path))
         return errf(err, errlen, "workload '%s': %s not found (a bare NAME means workloads/NAME.jsonl)", s, path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    if (n < 0 || n > (1L << 30)) { fclose(f); return errf(err, errlen, "%s: cannot read size", path); }
-    char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return errf(err, errlen, "%s: read failed", path); }
-    fclose(f);
-    buf[n] = 0;
+    char *buf;
+    if (read_file(path, 1u << 30, &buf, NULL, err, errlen)) return -1;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     char name[256];
