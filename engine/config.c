@@ -221,21 +221,15 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
         at_most(c->max_position_embeddings, 1 << 24, "max_position_embeddings", path, err, errlen))
         return -1;
 
-    double eps = 1e-6, theta = 10000.0;
+    double eps = 1e-6, theta;
     if (get_num(root, "rms_norm_eps", &eps, path, err, errlen) < 0) return -1;
     if (!(eps > 0)) return errf(err, errlen, "%s: field \"rms_norm_eps\" must be > 0", path);
-    if (get_num(root, "rope_theta", &theta, path, err, errlen) < 0) return -1;
-    if (!(theta > 0)) return errf(err, errlen, "%s: field \"rope_theta\" must be > 0", path);
+    if (config_rope_theta(root, path, &theta, err, errlen)) return -1;
     c->rms_norm_eps = (float)eps;
     c->rope_theta = (float)theta;
 
     c->tie_word_embeddings = 0;
     if (get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, path, err, errlen) < 0) return -1;
-
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (rs && !cJSON_IsNull(rs))
-        return errf(err, errlen, "%s: field \"rope_scaling\" is set; rope scaling is not supported "
-                    "(it must be absent or null)", path);
 
     const char *act = NULL;
     if (get_str(root, "hidden_act", &act, path, err, errlen) < 0) return -1;
@@ -270,6 +264,54 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
     if (get_token_id(root, "bos_token_id", &c->bos_token_id, path, err, errlen) ||
         get_token_id(root, "eos_token_id", &c->eos_token_id, path, err, errlen))
         return -1;
+    return 0;
+}
+
+/* A RoPE-type field ("rope_type", or "type" in older rope_scaling) that
+ * says plain RoPE: absent, null or "default". */
+static int rope_type_ok(const cJSON *o, const char *field, const char *path, char *err, size_t errlen) {
+    const char *keys[2] = {"rope_type", "type"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        if (!t || cJSON_IsNull(t)) continue;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "default"))
+            return errf(err, errlen, "%s: \"%s\" asks for RoPE type %s%s%s; specbed implements only the default "
+                        "RoPE (other types are not supported)", path, field, cJSON_IsString(t) ? "\"" : "", cJSON_IsString(t) ? t->valuestring : "(not a string)",
+                        cJSON_IsString(t) ? "\"" : "");
+    }
+    return 0;
+}
+
+int config_rope_theta(const cJSON *root, const char *path, double *theta, char *err, size_t errlen) {
+    *theta = 10000.0;
+    double top = 0, nested = 0;
+    int has_top = get_num(root, "rope_theta", &top, path, err, errlen);
+    if (has_top < 0) return -1;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    int has_nested = 0;
+    if (rp && !cJSON_IsNull(rp)) {
+        if (!cJSON_IsObject(rp)) return errf(err, errlen, "%s: field \"rope_parameters\" must be an object", path);
+        for (const cJSON *k = rp->child; k; k = k->next)
+            if (cJSON_IsObject(k))
+                return errf(err, errlen, "%s: \"rope_parameters\" holds per-layer-type parameters (\"%s\"); only "
+                            "one RoPE for every layer is supported", path, k->string ? k->string : "?");
+        if (rope_type_ok(rp, "rope_parameters", path, err, errlen)) return -1;
+        if ((has_nested = get_num(rp, "rope_theta", &nested, path, err, errlen)) < 0) return -1;
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        if (!cJSON_IsObject(rs)) return errf(err, errlen, "%s: field \"rope_scaling\" must be an object or null", path);
+        if (rope_type_ok(rs, "rope_scaling", path, err, errlen)) return -1;
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+        if (f && !(cJSON_IsNumber(f) && f->valuedouble == 1.0))
+            return errf(err, errlen, "%s: field \"rope_scaling\" sets a factor; rope scaling is not supported", path);
+    }
+    if (has_top && has_nested && top != nested)
+        return errf(err, errlen, "%s: \"rope_theta\" (%g) and \"rope_parameters\".\"rope_theta\" (%g) disagree", path,
+                    top, nested);
+    if (has_nested) *theta = nested;
+    else if (has_top) *theta = top;
+    if (!(*theta > 0)) return errf(err, errlen, "%s: field \"rope_theta\" must be > 0", path);
     return 0;
 }
 

@@ -29,4 +29,15 @@ typedef struct {
 
 int config_load(model_config *c, const char *path, char *err, size_t errlen);
 
+/* The RoPE base of a config.json object (`root`, a cJSON object), the one
+ * reader for targets and drafters alike: transformers ≥ 5 writes
+ * "rope_parameters": {"rope_type": "default", "rope_theta": θ}, earlier
+ * versions a top-level "rope_theta" (and "rope_scaling"). Absent: 10000.
+ * Any RoPE type other than "default" (yarn, llama3, dynamic, linear, …),
+ * per-layer-type parameters, or two θ that disagree are refused by name:
+ * specbed implements plain RoPE only, and a wrong θ loads "fine" and then
+ * silently changes the output. */
+struct cJSON;
+int config_rope_theta(const struct cJSON *root, const char *path, double *theta, char *err, size_t errlen);
+
 #endif

@@ -247,11 +247,19 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, srv_kind ki
     return send_body(c, (unsigned)st, body, "application/json");
 }
 
-static enum MHD_Result models(server *s, struct MHD_Connection *c) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "object", "list");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), m);
+/* GET /v1/models (the list) or, with id, GET /v1/models/{id} (one model,
+ * which the openai client's models.retrieve asks for). */
+static enum MHD_Result models(server *s, struct MHD_Connection *c, const char *id) {
+    if (id && strcmp(id, s->served_name))
+        return send_error(c, 404, "model", "the model '%s' does not exist; this server serves '%s'", id, s->served_name);
+    cJSON *j = cJSON_CreateObject(), *m;
+    if (id) {
+        m = j;
+    } else {
+        cJSON_AddStringToObject(j, "object", "list");
+        m = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), m);
+    }
     cJSON_AddStringToObject(m, "id", s->served_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
@@ -286,6 +294,10 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         return send_error(c, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
     static const struct { const char *url; int post; } routes[] = {
         {"/v1/completions", 1}, {"/v1/chat/completions", 1}, {"/v1/models", 0}, {"/metrics", 0}};
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        if (!get) return send_error(c, 405, NULL, "%s %s: use GET", method, url);
+        return models(s, c, url + 11);
+    }
     int i = 0, n = (int)(sizeof routes / sizeof *routes);
     while (i < n && strcmp(url, routes[i].url)) i++;
     if (i == n) return send_error(c, 404, NULL, "no route %s %s", method, url);
@@ -294,7 +306,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     switch (i) {
     case 0: return generate(s, c, SRV_COMPLETION, cs);
     case 1: return generate(s, c, SRV_CHAT, cs);
-    case 2: return models(s, c);
+    case 2: return models(s, c, NULL);
     default: {
         size_t len;
         char *body = srv_metrics_render(&s->m, &len);

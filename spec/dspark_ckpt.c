@@ -72,13 +72,11 @@ static int parse_config(dspark_ckpt *c, const cJSON *root, const char *path, con
         return errf(err, el, "%s: %d heads over %d kv heads with head_dim %d is not a valid attention shape", path,
                     m->n_heads, m->n_kv_heads, m->head_dim);
     double eps = 1e-6, theta = 10000.0, flag = 0;
-    if (num(root, "rms_norm_eps", &eps, path, err, el) < 0 || num(root, "rope_theta", &theta, path, err, el) < 0)
-        return -1;
-    if (!(eps > 0) || !(theta > 0)) return errf(err, el, "%s: rms_norm_eps and rope_theta must be > 0", path);
+    if (num(root, "rms_norm_eps", &eps, path, err, el) < 0) return -1;
+    if (!(eps > 0)) return errf(err, el, "%s: rms_norm_eps must be > 0", path);
+    if (config_rope_theta(root, path, &theta, err, el)) return -1;   /* the target's reader: one RoPE rule */
     m->rms_norm_eps = (float)eps;
     m->rope_theta = (float)theta;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (rs && !cJSON_IsNull(rs)) return errf(err, el, "%s: rope_scaling is set; it is not supported", path);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     if (act && !str_is(root, "hidden_act", "silu")) return errf(err, el, "%s: hidden_act must be \"silu\"", path);
     if (num(root, "attention_bias", &flag, path, err, el) < 0) return -1;

@@ -61,5 +61,18 @@ expect 1 "cannot read" -- generate --model "$FIX" --prompt-file "$TMP/missing.tx
 # --max-tokens past the context: it stops there and says so (not silently).
 expect 0 "the context holds 1024" -- generate --model "$FIX" --prompt x --max-tokens 1048576 --ignore-eos
 
+# Special tokens are not text: sampled runs that emit <|endoftext|>,
+# <|im_end|> or <|mask|> (ids in --stats-json) print none of them. Five
+# seeds, so that some run samples one whatever the kernels' last bits
+# (each run misses all four with probability ~0.38).
+specials=0
+for seed in 1 2 3 4 5; do
+  "$BIN" generate --model "$FIX" --prompt x --max-tokens 1000 --ignore-eos --temperature 100 --seed $seed \
+    --stats-json "$TMP/st.json" >"$TMP/out" 2>"$TMP/err" || { echo "FAIL: sampled generate"; fail=1; }
+  tr -d ' \n\t' <"$TMP/st.json" | grep -Eq '"completion_ids":\[([0-9]+,)*409[245][],]' && specials=$((specials + 1))
+  if grep -q '<|' "$TMP/out"; then echo "FAIL: generate printed a special token (seed $seed)"; fail=1; fi
+done
+[ $specials -gt 0 ] || { echo "FAIL: no seed sampled a special token; the check proved nothing"; fail=1; }
+
 [ $fail = 0 ] && echo "cli_bad_input: ok"
 exit $fail

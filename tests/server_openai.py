@@ -20,6 +20,8 @@ def check(cond, what):
 
 models = client.models.list()
 check([m.id for m in models.data] == [MODEL], f"models: {models}")
+one = client.models.retrieve(MODEL)
+check(one.id == MODEL, f"models.retrieve: {one}")
 
 # completions, plain and streamed
 r = client.completions.create(model=MODEL, prompt="int main(void) {", max_tokens=16, temperature=0,

@@ -182,6 +182,21 @@ static void test_bad(void) {
     expect_fail("many mtp layers", Q3 BASE_FIELDS ", \"num_nextn_predict_layers\": 1000}", "num_nextn_predict_layers",
                 "at most");
     expect_fail("not JSON", "{\"hidden_size\": 64,", "JSON", NULL);
+    /* RoPE in transformers >= 5's rope_parameters: read, and non-default types refused */
+    model_config rp;
+    expect_ok(&rp, "rope_parameters", Q3 BASE_FIELDS ", \"rope_parameters\": {\"rope_type\": \"default\", "
+              "\"rope_theta\": 1000000.0}}");
+    CHECKF(rp.rope_theta == 1e6f, "rope_parameters.rope_theta read as %g, want 1e6", rp.rope_theta);
+    expect_ok(&rp, "rope_scaling default", Q3 BASE_FIELDS ", \"rope_theta\": 5e5, \"rope_scaling\": {\"rope_type\": \"default\"}}");
+    CHECK(rp.rope_theta == 5e5f);
+    expect_fail("rope_parameters yarn", Q3 BASE_FIELDS ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                "\"rope_theta\": 1e6}}", "rope_parameters", "yarn");
+    expect_fail("rope_parameters llama3", Q3 BASE_FIELDS ", \"rope_parameters\": {\"rope_type\": \"llama3\"}}",
+                "rope_parameters", "llama3");
+    expect_fail("two thetas", Q3 BASE_FIELDS ", \"rope_theta\": 10000, \"rope_parameters\": {\"rope_theta\": 1e6}}",
+                "disagree", NULL);
+    expect_fail("per layer type", Q3 BASE_FIELDS ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}}}",
+                "per-layer-type", NULL);
     expect_fail("trailing data", Q3 BASE_FIELDS "} {}", "after the JSON value", NULL);
     model_config dup;
     expect_ok(&dup, "duplicate key: the last wins, as in Python's json",

@@ -186,6 +186,17 @@ static void test_routes(void) {
     r = call(BASE, "GET", "/v1/models", NULL, KEY);
     CHECK(r.status == 200 && strstr(r.body, "\"id\":\"qwen3-tied\""));
     sc_resp_free(&r);
+    /* one model, as the openai client's models.retrieve asks for it */
+    r = call(BASE, "GET", "/v1/models/qwen3-tied", NULL, KEY);
+    CHECKF(r.status == 200 && strstr(r.body, "\"id\":\"qwen3-tied\"") && strstr(r.body, "\"object\":\"model\"") &&
+               !strstr(r.body, "\"data\""), "%ld %s", r.status, r.body);
+    sc_resp_free(&r);
+    r = call(BASE, "GET", "/v1/models/gpt-4", NULL, KEY);
+    CHECK(r.status == 404 && strstr(r.body, "model_not_found"));
+    sc_resp_free(&r);
+    r = call(BASE, "GET", "/v1/models/qwen3-tied", NULL, NULL);
+    CHECK(r.status == 401);
+    sc_resp_free(&r);
     r = call(BASE, "GET", "/metrics", NULL, KEY);
     CHECK(r.status == 200 && strstr(r.body, "# TYPE specbed:spec_decode_num_drafts_total counter"));
     sc_resp_free(&r);

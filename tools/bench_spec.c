@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "args.h"
 #include "csv_row.h"
 #include "drafters.h"
 #include "verify_policy.h"
@@ -79,9 +80,15 @@ int main(int argc, char **argv) {
     const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8;
+    static const char usage[] =
+        "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
+        "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
+        "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
+        "                  [--depths A-B] [--out F.csv]\n";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) { fprintf(stderr, "bench_spec: %s needs a value\n", a); return 2; }
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+        if (!(v = opt_value("bench_spec", argc, argv, &i))) return 2;
         if (!strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--draft-model")) draft_dir = v;
         else if (!strcmp(a, "--dspark-model")) dspark_dir = v;
@@ -90,17 +97,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
         else if (!strcmp(a, "--workloads")) snprintf(workloads_s, sizeof workloads_s, "%s", v);
-        else if (!strcmp(a, "--num-prompts")) num_prompts = atoi(v);
-        else if (!strcmp(a, "--max-tokens")) max_tokens = atoi(v);
-        else if (!strcmp(a, "--depths")) { if (sscanf(v, "%d-%d", &dmin, &dmax) != 2) dmax = dmin = atoi(v); }
-        else { fprintf(stderr, "bench_spec: unknown option %s\n", a); return 2; }
-        i++;
+        else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
+        else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
+        else if (!strcmp(a, "--depths")) {
+            int d[SPEC_MAX_DEPTH], nd;
+            if (opt_int_list("bench_spec", a, v, 1, SPEC_MAX_DEPTH, d, SPEC_MAX_DEPTH, &nd)) return 2;
+            dmin = dmax = d[0];
+            for (int k = 1; k < nd; k++) { if (d[k] < dmin) dmin = d[k]; if (d[k] > dmax) dmax = d[k]; }
+        }
+        else { fprintf(stderr, "bench_spec: unknown option %s\n%s", a, usage); return 2; }
     }
-    if (!model_dir || num_prompts < 1 || max_tokens < 2 || dmin < 1 || dmax > SPEC_MAX_DEPTH || dmin > dmax) {
-        fprintf(stderr, "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR] "
-                        "[--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive] "
-                        "[--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N] "
-                        "[--depths A-B] [--out F.csv]\n");
+    if (!model_dir) {
+        fprintf(stderr, "bench_spec: --model DIR is required\n%s", usage);
         return 2;
     }
     char err[1024];

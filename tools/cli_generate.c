@@ -105,6 +105,9 @@ typedef struct { const tokenizer *tok; tok_stream ts; } stream_ctx;
 static void on_token(void *user, int seq, int token) {
     (void)seq;
     stream_ctx *s = user;
+    /* special tokens (<|endoftext|>, <|im_end|>) are not text: skipped, as
+     * both servers and llama.cpp's llama-simple do */
+    if (tok_is_special(s->tok, token)) return;
     char buf[512];
     size_t n = tok_stream_put(s->tok, &s->ts, token, buf, sizeof buf);
     fwrite(buf, 1, n, stdout);
