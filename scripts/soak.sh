@@ -5,8 +5,11 @@
 # usage: scripts/soak.sh [MINUTES] [CLIENTS]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/build.sh" >/dev/null
-BIN="${BUILD_DIR:-$ROOT/build}/specbed"
+B="${BUILD_DIR:-$ROOT/build}"
+"$ROOT/scripts/setup.sh"
+cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$B" --target specbed -j"$(nproc)" >/dev/null
+BIN="$B/specbed"
 LOG="$ROOT/results/soak-server.log"
 mkdir -p "$ROOT/results"
 "$BIN" serve --model "$ROOT/models/tiny" --drafter draft --draft-model "$ROOT/models/tiny-draft" --depth 4 \
