@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
@@ -315,6 +316,23 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     }
 }
 
+/* Framing that libmicrohttpd lets through but that must not be guessed at:
+ * two Content-Length headers that disagree (request smuggling's classic
+ * shape), and a transfer coding other than chunked (RFC 9112 §6.1: 501). */
+typedef struct { const char *cl; int cl_conflict; const char *te; } framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->cl && strcmp(f->cl, value)) f->cl_conflict = 1;
+        f->cl = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->te = value;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size,
                                void **con_cls) {
@@ -328,6 +346,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
          * anyway before buffering a byte of it, so an unauthenticated or
          * oversized upload costs the server nothing. (Answering now makes
          * libmicrohttpd close the connection instead of reading the body.) */
+        framing fr = {0};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &fr);
+        if (fr.cl_conflict) {
+            cs->answered = 1;
+            return send_error(c, 400, NULL, "conflicting Content-Length headers");
+        }
+        if (fr.te && strcasecmp(fr.te, "chunked") && strcasecmp(fr.te, "identity")) {
+            cs->answered = 1;
+            return send_error(c, 501, NULL, "Transfer-Encoding '%s' is not supported (use chunked or none)", fr.te);
+        }
         if (strcmp(url, "/health") && !authorized(s, c)) {
             cs->answered = 1;
             return send_error(c, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
@@ -382,10 +410,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     }
 }
 
+/* One fprintf per line: stdio locks the stream per call, so a line written
+ * in one call never interleaves with the scheduler's log lines. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     server *s = cls;
-    fprintf(s->log, "specbed serve: http: ");
-    vfprintf(s->log, fmt, ap);
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    fprintf(s->log, "specbed serve: http: %s%s", msg, n && msg[n - 1] == '\n' ? "" : "\n");
     fflush(s->log);
 }
 

@@ -7,6 +7,8 @@
  *   - connections that stop half-way through their headers are closed after
  *     the inactivity timeout, and while the connection limit is full a new
  *     connection is refused at once rather than hanging;
+ *   - two conflicting Content-Length headers get 400, a transfer coding
+ *     other than chunked 501 (one was accepted, the other held forever);
  *   - after the flood, /health and a real request are served again. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,6 +106,14 @@ int main(void) {
           401);
     early("wrong API key",
           "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Length: 100\r\n\r\n", 401);
+
+    /* framing that must not be guessed at */
+    early("two Content-Length headers that disagree",
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nContent-Length: 10\r\n"
+          "Content-Length: 40\r\n\r\n", 400);
+    early("Transfer-Encoding: gzip",
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nTransfer-Encoding: gzip\r\n\r\n",
+          501);
 
     /* fill the connection limit with half-sent headers */
     int fds[8], nf = 0;
