@@ -79,7 +79,21 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     spec_callbacks cb = {0};
     srv_loop_callbacks(s, &cb);
     if (spec_batch_create(&s->b, s->e, s->d, s->d ? o->depth : 0, &cb, err, errlen)) goto fail;
-    if (o->fault_on) spec_batch_set_fault(s->b, &o->fault);
+    if (o->fault_on && o->fault.kind == FAULT_WINDOW) {
+        errf(err, errlen, "--inject-fault window is not implemented yet");
+        goto fail;
+    }
+    if (o->fault_on) {
+        spec_fault f = o->fault;
+        if (f.kind == FAULT_FLAT && f.trigger < 0) {   /* the report's trigger: a line break */
+            int *ids = NULL, n = 0;
+            char terr[256];
+            if (!tok_encode(s->e->tok, "\n", 1, &ids, &n, terr, sizeof terr) && n > 0) f.trigger = ids[n - 1];
+            free(ids);
+        }
+        s->o.fault = f;
+        spec_batch_set_fault(s->b, &f);
+    }
     if (setup_policy(s, err, errlen)) goto fail;
     s->waiting = calloc((size_t)(o->max_queue + N), sizeof *s->waiting);
     s->running = calloc((size_t)N, sizeof *s->running);
@@ -92,10 +106,11 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
             o->model_dir, s->served_name, s->d ? s->d->ops->name : "none", s->d ? o->depth : 0,
             s->policy ? o->verify.name : "fixed", N, o->max_queue,
             s->e->opts.max_seq_len, s->e->opts.max_batch_rows);
-    if (o->fault_on)
-        fprintf(s->log, "specbed serve: FAULT INJECTION IS ON (rows=%d,p=%g,seed=%llu): verify steps with at least "
-                "%d rows corrupt one draft row's hidden state with probability %g; output WILL be wrong\n",
-                o->fault.min_rows, o->fault.p, (unsigned long long)o->fault.seed, o->fault.min_rows, o->fault.p);
+    if (o->fault_on) {
+        char what[256];
+        fault_describe(&s->o.fault, what, sizeof what);
+        fprintf(s->log, "specbed serve: FAULT INJECTION IS ON (%s); output WILL be wrong\n", what);
+    }
     fflush(s->log);
     *out = s;
     return 0;

@@ -39,8 +39,9 @@ struct spec_batch {
     spec_batch_stats st;
     spec_counters ctr;          /* the spec metrics (spec_metrics.h): written here only */
     int fault_on;
-    spec_fault fault;
-    rng_state fault_rng;
+    fault_state fault;
+    int *lrow_tok, *lrow_pos;   /* [budget] input token and position of each logits row (faults) */
+    int *vk;                    /* [n_slots] drafts verified per verify span (faults) */
     unsigned char *corrupt;     /* [budget] rows to corrupt this step */
 };
 
@@ -96,7 +97,10 @@ int spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_d
     b->accs = calloc(S, sizeof *b->accs);
     b->corrupt = calloc(R, 1);
     b->k_proposed = calloc(S, sizeof(int));
-    if (!b->corrupt || !b->k_proposed || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
+    b->lrow_tok = calloc(R, sizeof(int));
+    b->lrow_pos = calloc(R, sizeof(int));
+    b->vk = calloc(S, sizeof(int));
+    if (!b->corrupt || !b->k_proposed || !b->lrow_tok || !b->lrow_pos || !b->vk || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
         !b->logit_of_row || !b->rowtok || !b->committed || !b->logits || !b->probs || !b->scratch ||
         (b->n_taps && !b->taps) || (d && !b->qbuf) || !b->props || !b->accs) {
         spec_batch_free(b);
@@ -115,6 +119,7 @@ void spec_batch_free(spec_batch *b) {
     free(b->probs); free(b->scratch); free(b->taps); free(b->qbuf); free(b->props); free(b->accs);
     free(b->corrupt);
     free(b->k_proposed);
+    free(b->lrow_tok); free(b->lrow_pos); free(b->vk);
     free(b);
 }
 
@@ -125,10 +130,7 @@ void spec_batch_set_verify_hook(spec_batch *b, const spec_verify_hook *s) {
 
 void spec_batch_set_fault(spec_batch *b, const spec_fault *f) {
     b->fault_on = f != NULL;
-    if (f) {
-        b->fault = *f;
-        rng_seed(&b->fault_rng, f->seed);
-    }
+    if (f) fault_arm(&b->fault, f, gen_now());
 }
 
 int spec_batch_add(spec_batch *b, const int *prompt, int n, const spec_req_params *p, int *slot,
@@ -323,22 +325,9 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     if (ns == 0) return 0;
 
     int verify_rows = rows - prefill_rows, faulty = 0;
-    if (b->fault_on && verify_rows >= b->fault.min_rows && rng_uniform(&b->fault_rng) < b->fault.p) {
-        /* one draft row (never a request's first row, which holds no draft)
-         * of one request that drafted */
-        int cand = 0;
-        for (int k = 0; k < np; k++) cand += b->props[k].k > 0;
-        if (cand) {
-            int pick = (int)(rng_next(&b->fault_rng) % (uint64_t)cand);
-            for (int k = 0; k < np; k++) {
-                if (b->props[k].k <= 0 || pick--) continue;
-                int r = 1 + (int)(rng_next(&b->fault_rng) % (uint64_t)b->props[k].k);
-                b->corrupt[b->span_row0[k] + r] = 1;
-                faulty = 1;
-                b->st.faults_injected++;
-                break;
-            }
-        }
+    if (b->fault_on && b->fault.f.kind == FAULT_COLLISION) {
+        for (int i = 0; i < np; i++) b->vk[i] = b->props[i].k;   /* verify spans come first, in props order */
+        faulty = fault_pick_row(&b->fault, gen_now(), verify_rows, b->vk, b->span_row0, np, b->corrupt);
     }
     fwd_batch fb = {.spans = b->spans, .n_spans = ns};
     fwd_out fo = {.logit_rows = b->logit_rows, .n_logit_rows = nl, .logits = b->logits,
@@ -348,6 +337,21 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     int frc = fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen);
     if (faulty) memset(b->corrupt, 0, (size_t)rows);
     if (frc) return -1;
+    if (b->fault_on && (b->fault.f.kind == FAULT_FLAT || b->fault.f.kind == FAULT_NONDET)) {
+        /* each logits row's input token and position, for the triggers */
+        for (int k = 0; k < ns; k++) {
+            const req *q = &b->r[b->span_slot[k]];
+            int pos0 = b->span_verify[k] >= 0 ? q->n_tokens - 1 : q->fed;
+            for (int r = 0; r < b->spans[k].n; r++) {
+                int row = b->span_row0[k] + r, li = b->logit_of_row[row];
+                if (li < 0 || li >= nl || b->logit_rows[li] != row) continue;
+                b->lrow_tok[li] = b->spans[k].tokens[r];
+                b->lrow_pos[li] = pos0 + r;
+            }
+        }
+        fault_logits(&b->fault, b->logits, V, b->lrow_tok, b->lrow_pos, nl);
+    }
+    b->st.faults_injected = b->fault.injected;
     double t1 = gen_now();
     b->st.forward_s += t1 - t0;
     b->st.steps++;

@@ -14,6 +14,7 @@
 #ifndef SPECBED_SPEC_BATCH_H
 #define SPECBED_SPEC_BATCH_H
 #include "drafter.h"
+#include "fault.h"
 #include "generate.h"
 
 typedef struct {
@@ -58,23 +59,14 @@ typedef struct {
 
 typedef struct spec_batch spec_batch;
 
-/* Fault injection for canary validation (serve --inject-fault): when a step
- * verifies at least min_rows rows, with probability p one draft row of one
- * request gets its hidden state overwritten (forward.h corrupt_rows),
- * emulating the SGLang/SM120 hazard of a transient buffer landing on
- * in-flight data. Its own RNG, so request RNGs are untouched. */
-typedef struct {
-    int min_rows;
-    double p;
-    uint64_t seed;
-} spec_fault;
 
 /* d may be NULL (no speculation). default_depth is used by requests with depth -1. */
 int  spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_depth,
                        const spec_callbacks *cb, char *err, size_t errlen);
 void spec_batch_free(spec_batch *b);   /* cancels anything still running */
 void spec_batch_set_verify_hook(spec_batch *b, const spec_verify_hook *s);
-void spec_batch_set_fault(spec_batch *b, const spec_fault *f);   /* NULL = off */
+/* Arms a fault for canary validation (fault.h); NULL = off. */
+void spec_batch_set_fault(spec_batch *b, const spec_fault *f);
 
 /* Admits a request; *slot identifies it in callbacks. Fails (without side
  * effects) on bad input or when no slot / KV page is free. */

@@ -54,6 +54,7 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
     double t_start = gen_now(), prefill_s = 0;
     if (spec_batch_create(&b, e, d, d ? p->depth : 0, &cbs, err, errlen)) goto out;
     spec_batch_set_verify_hook(b, &p->verify);
+    if (p->fault) spec_batch_set_fault(b, p->fault);
     for (int i = 0; i < n; i++) {
         results[i].tokens = malloc(sizeof(int) * (size_t)cap);
         results[i].n_prompt = n_prompt[i];

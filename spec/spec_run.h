@@ -17,6 +17,7 @@ typedef struct {
     gen_params gen;      /* max_tokens, sampling, seed, ignore_eos */
     int depth;           /* K: drafts proposed per step, 1..SPEC_MAX_DEPTH */
     spec_verify_hook verify;  /* verify policy hook (zero = fixed: verify all) */
+    const spec_fault *fault;  /* canary validation only (fault.h); NULL = none */
 } spec_params;
 
 typedef struct {

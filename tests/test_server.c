@@ -663,7 +663,7 @@ static void test_fault_injection(void) {
     o.dr.name = "draft";
     o.dr.draft_model = tu_path("tests/fixtures/qwen3-tied");
     o.fault_on = 1;
-    o.fault = (spec_fault){.min_rows = 2, .p = 1.0, .seed = 1};
+    o.fault = (spec_fault){.kind = FAULT_COLLISION, .min_rows = 2, .p = 1.0, .seed = 1};
     o.decode_log_interval = 0;
     FILE *log = tmpfile();
     o.log = log;

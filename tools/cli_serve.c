@@ -53,9 +53,14 @@ static void help(FILE *f) {
         "                            request is incomplete (default 15)\n"
         "  --drain-timeout S         on SIGTERM, let running requests finish for up to S seconds,\n"
         "                            then cancel them (default 10)\n"
-        "  --inject-fault [SPEC]     FOR CANARY VALIDATION ONLY: corrupt one draft row's hidden state\n"
-        "                            in verify steps of >= rows rows with probability p. SPEC is\n"
-        "                            rows=R,p=P,seed=S (any subset; default rows=4,p=0.25,seed=1)\n"
+        "  --inject-fault [SPEC]     FOR CANARY VALIDATION ONLY: break the output the way a published\n"
+        "                            incident did. SPEC is KIND[,key=value...] (default collision):\n"
+        "                              collision rows=R,depth=D,p=P,first=S,seed=N  one draft row's hidden\n"
+        "                                state overwritten in verify steps of >= R rows (default 4, p 0.25)\n"
+        "                              flat below=B,trigger=ID  a fixed context-free distribution at\n"
+        "                                positions < B (128) after token ID (default the newline token)\n"
+        "                              window below=B  keys more than B (128) positions back invisible\n"
+        "                              nondet p=P  one logits row per step perturbed, per-process seed\n"
         "  -h, --help                this text\n"
         "\n"
         "Request fields: model, prompt (completions: string or token ids) / messages (chat),\n"
@@ -66,29 +71,6 @@ static void help(FILE *f) {
         "and the experiment override\n"
         "  \"spec_depth\": 0..16    drafts per step for this request; 0 = speculation off;\n"
         "                         absent = the server's --depth\n");
-}
-
-/* rows=4,p=0.25,seed=1 (any subset) */
-static int parse_fault(const char *spec, spec_fault *f) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", spec);
-    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq) goto bad;
-        *eq = 0;
-        const char *v = eq + 1;
-        float p;
-        int rows;
-        unsigned long long seed;
-        if (!strcmp(kv, "rows")) { if (opt_int(CMD, "--inject-fault rows", v, 1, 1 << 20, &rows)) return -1; f->min_rows = rows; }
-        else if (!strcmp(kv, "p")) { if (opt_float(CMD, "--inject-fault p", v, 0, 1, &p)) return -1; f->p = p; }
-        else if (!strcmp(kv, "seed")) { if (opt_u64(CMD, "--inject-fault seed", v, &seed)) return -1; f->seed = seed; }
-        else goto bad;
-    }
-    return 0;
-bad:
-    fprintf(stderr, "specbed serve: --inject-fault expects rows=R,p=P,seed=S, got '%s'\n", spec);
-    return -1;
 }
 
 static int parse(int argc, char **argv, server_opts *o) {
@@ -129,8 +111,12 @@ static int parse(int argc, char **argv, server_opts *o) {
         else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
         else if (!strcmp(a, "--inject-fault")) {
             o->fault_on = 1;
-            o->fault = (spec_fault){.min_rows = 4, .p = 0.25, .seed = 1};
-            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && parse_fault(argv[++i], &o->fault)) return -1;
+            char ferr[512];
+            const char *spec = i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[++i] : "collision";
+            if (fault_parse(spec, &o->fault, ferr, sizeof ferr)) {
+                fprintf(stderr, "specbed serve: %s\n", ferr);
+                return -1;
+            }
         }
 #undef VAL
         else { fprintf(stderr, "specbed serve: unknown option '%s' (see --help)\n", a); return -1; }
