@@ -18,6 +18,9 @@ typedef struct {
     const model *m;           /* the target (borrowed) */
     layer_weights blk;
     float *enorm, *hnorm;     /* [H] */
+    float *head_norm;         /* [H] shared_head.norm when the checkpoint has its own, else NULL */
+    const float *final_norm;  /* what the module's output is normalised with: head_norm or model.norm */
+    kb_weight head;           /* shared_head.head when present, else the target's lm_head */
     kb_weight eh;             /* [H, 2H] */
     kv_cache *kv;             /* one layer */
     layer_scratch *ls;
@@ -73,11 +76,11 @@ static int mtp_pass(mtp_state *s, int nr) {
     kb_matmul(s->x, s->cat, &s->eh, nr);
     layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = NULL};
     layer_forward(s->ls, &s->blk, s->kv, 0, &rows, s->x);
-    kb_rmsnorm(s->g, s->x, s->m->final_norm, nr, H, c->rms_norm_eps);
+    kb_rmsnorm(s->g, s->x, s->final_norm, nr, H, c->rms_norm_eps);
     int nl = 0;
     for (int i = 0; i < nr; i++)
         if (s->req_of_row[i] >= 0) memcpy(s->gl + (size_t)nl++ * H, s->g + (size_t)i * H, sizeof(float) * (size_t)H);
-    if (nl) kb_matmul(s->logits, s->gl, &s->m->lm_head, nl);
+    if (nl) kb_matmul(s->logits, s->gl, &s->head, nl);
     return nl;
 }
 
@@ -190,7 +193,7 @@ static void mtp_free(drafter *d) {
     mtp_state *s = d->impl;
     if (s) {
         layer_weights_free(&s->blk);
-        free(s->enorm); free(s->hnorm);
+        free(s->enorm); free(s->hnorm); free(s->head_norm);
         kv_cache_free(s->kv);
         layer_scratch_free(s->ls);
         if (s->pend)
@@ -239,6 +242,23 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     if (model_copy_vector(&s->hnorm, m->st, name, s->H, err, errlen)) goto fail;
     snprintf(name, sizeof name, "%seh_proj.weight", pre);
     if (model_bind_matrix(&s->eh, m->st, name, s->H, 2 * s->H, err, errlen)) goto fail;
+    /* DeepSeek-V3 MTP modules carry their own output norm and may carry their
+     * own head (shared_head.norm / shared_head.head); vLLM and SGLang use
+     * them when present, so does specbed. Without them: the target's. */
+    snprintf(name, sizeof name, "%sshared_head.norm.weight", pre);
+    if (st_find(m->st, name) && model_copy_vector(&s->head_norm, m->st, name, s->H, err, errlen)) goto fail;
+    s->final_norm = s->head_norm ? s->head_norm : m->final_norm;
+    snprintf(name, sizeof name, "%sshared_head.head.weight", pre);
+    int own_head = st_find(m->st, name) != NULL;
+    if (own_head) {
+        if (model_bind_matrix(&s->head, m->st, name, s->V, s->H, err, errlen)) goto fail;
+    } else {
+        s->head = m->lm_head;
+    }
+    if (!(o && o->quiet))
+        fprintf(stderr, "mtp: module %d normalises with %s and projects with %s\n", c->n_layers,
+                s->head_norm ? "its own shared_head.norm" : "the target's model.norm",
+                own_head ? "its own shared_head.head" : "the target's lm_head");
 
     int ctx = c->max_position_embeddings;
     int max_len = o && o->max_seq_len > 0 ? o->max_seq_len : (ctx < 2048 ? ctx : 2048);

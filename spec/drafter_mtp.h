@@ -30,6 +30,7 @@
 typedef struct {
     int max_seqs;       /* sequence slots (default 16) */
     int max_seq_len;    /* context per slot (default min(max_position_embeddings, 2048)) */
+    int quiet;          /* no startup messages */
 } mtp_opts;
 
 /* target: the loaded target model (borrowed; must outlive the drafter). Fails,

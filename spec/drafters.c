@@ -25,7 +25,7 @@ int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *er
         return drafter_model_create(out, &mo, t->tok, V, err, errlen);
     }
     if (!strcmp(n, "mtp")) {
-        mtp_opts mo = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len};
+        mtp_opts mo = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len, .quiet = o->quiet};
         return drafter_mtp_create(out, &mo, t->m, err, errlen);
     }
     if (!strcmp(n, "dspark")) {
