@@ -99,6 +99,19 @@ static int reference_pass(cn_run *R, char *err, size_t errlen) {
     ld_result *rr;
     if (cn_probe_requests(R, &R->sw, R->spec ? 0 : -1, R->max_tokens, R->spec ? R->sw.n : 1, &rr, err, errlen))
         return -1;
+    if (R->spec && rr->spec_depth_ignored) {
+        /* The "spec-off" reference was speculative: comparing with it checks
+         * determinism under load, not speculation on vs off. Say so, and do
+         * not let the run pass on a check it did not make. */
+        R->spec = 0;
+        R->ref_kind = "spec-on run (spec_depth 0 ignored)";
+        R->not_made |= 1u << CV_SPEC_MISMATCH;
+        cn_finding(&R->F, CN_NOTE, "note: spec-on vs spec-off check NOT MADE: the server's draft counters moved by %.0f "
+                   "draft(s) / %.0f draft token(s) during the \"spec_depth\": 0 reference pass, so it ignores the field; "
+                   "outputs under load are compared with that (speculative) reference as a determinism check, and the "
+                   "verdict is at best inconclusive", isnan(rr->ignored_drafts) ? 0.0 : rr->ignored_drafts,
+                   isnan(rr->ignored_draft_tokens) ? 0.0 : rr->ignored_draft_tokens);
+    }
     int got = 0;
     for (int k = 0; k < rr->n_req; k++)
         if (rr->req[k].ok && !R->ref[rr->req[k].item]) {
@@ -269,6 +282,12 @@ static int run_load(cn_run *R, char *err, size_t errlen) {
     }
     if (R->lr->msrc == MSRC_NONE)
         cn_finding(&R->F, CN_NOTE, "note: no metric source (%s); the interval check could not run", R->lr->note);
+    if (R->lr->n_scrapes_failed)
+        cn_finding(&R->F, CN_NOTE, "note: %d of %d /metrics scrape(s) failed (first: %s); intervals are missing from the "
+                   "interval check", R->lr->n_scrapes_failed, R->lr->n_scrapes, R->lr->scrape_error);
+    if (R->lr->msrc == MSRC_LLAMACPP)
+        cn_finding(&R->F, CN_NOTE, "note: llama.cpp counts at request completion: an interval's accept length covers "
+                   "the requests that finished in it");
     return 0;
 }
 
@@ -295,7 +314,7 @@ static int judge(cn_run *R, canary_result *res, char *err, size_t errlen) {
     const canary_opts *o = R->o;
     if (R->items.oom) return errf(err, errlen, "out of memory recording the content checks");
     cv_input in = {.iv = R->lr->iv, .n_iv = R->lr->n_iv, .min_drafts = o->min_drafts,
-                   .items = R->items.v, .n_items = R->items.n};
+                   .items = R->items.v, .n_items = R->items.n, .not_made = R->not_made};
     cv_judge(&in, &o->thr, &res->v);
     cv_observe(&in, &res->obs);
     for (int i = 0; i < R->lr->n_iv; i++)
@@ -307,8 +326,14 @@ static int judge(cn_run *R, canary_result *res, char *err, size_t errlen) {
     for (int k = 0; k < v->n_reasons && w < sizeof why; k++)
         w += (size_t)snprintf(why + w, sizeof why - w, "%s%s", k ? ", " : " (", cv_check_name(v->reason[k].check));
     if (w && w + 1 < sizeof why) strcat(why, ")");
+    if (!v->failed && v->not_made) {
+        w = 0;
+        for (int c = 0; c < CV_N_CHECKS && w < sizeof why; c++)
+            if (v->not_made >> c & 1) w += (size_t)snprintf(why + w, sizeof why - w, "%s%s", w ? ", " : " (", cv_check_name((cv_check)c));
+        if (w && w + 12 < sizeof why) strcat(why, " not made)");
+    }
     snprintf(res->summary, sizeof res->summary, "%s%s: %d finding(s); %d of %d judged interval(s) clean%s; metrics %s",
-             v->failed ? "FAIL" : "pass", why, res->n_findings, v->n_clean, v->n_judged,
+             v->failed ? "FAIL" : v->inconclusive ? "INCONCLUSIVE" : "pass", why, res->n_findings, v->n_clean, v->n_judged,
              v->interval_failed ? " before the first flag" : "", msrc_name(R->lr->msrc));
     return 0;
 }

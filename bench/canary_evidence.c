@@ -116,8 +116,11 @@ void cn_write_evidence(const cn_run *R, const canary_result *res) {
         else if (!isnan(t) && !(t >= first_content)) first_content = t;
     }
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "verdict", v->failed ? "fail" : "pass");
+    cJSON_AddStringToObject(j, "verdict", cv_verdict_name(v));
     cJSON_AddItemToObject(j, "reasons", reasons_json(v));
+    cJSON *nm = cJSON_AddArrayToObject(j, "not_made");   /* checks asked for but not made */
+    for (int c = 0; c < CV_N_CHECKS; c++)
+        if (v->not_made >> c & 1) cJSON_AddItemToArray(nm, cJSON_CreateString(cv_check_name((cv_check)c)));
     cJSON_AddStringToObject(j, "base_url", R->base);
     cJSON_AddStringToObject(j, "workload", R->wl->name);
     cJSON_AddStringToObject(j, "metrics_source", msrc_name(R->lr->msrc));

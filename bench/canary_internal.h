@@ -38,6 +38,7 @@ typedef struct {
     workload sw;                   /* the probe set: the first n_probe of rows, borrowed (own .items only) */
     int max_tokens;
     int spec;                      /* the reference is speculation off (1) or a quiet run (0) */
+    unsigned not_made;             /* checks asked for but not made (cv_input.not_made) */
     const char *ref_kind;          /* "spec off" or "quiet run" */
     char **ref;                    /* [sw.n] reference text per probe row; NULL = none */
     char **first;                  /* [sw.n] spec only: the first completion of each row under load */

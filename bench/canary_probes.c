@@ -36,7 +36,10 @@ int cn_probe_requests(const cn_run *R, const workload *w, int spec_depth, int ma
     c.temperature = 0;
     c.spec_depth = spec_depth;
     c.max_tokens = max_tokens;
-    c.msrc = MSRC_NONE;          /* a probe is not judged by its intervals */
+    /* A probe is not judged by its intervals; but a speculation-off pass
+     * reads the counters before and after, so that ld_run() can tell a
+     * server that ignored "spec_depth": 0 (ld_result.spec_depth_ignored). */
+    c.msrc = spec_depth == 0 ? MSRC_AUTO : MSRC_NONE;
     c.sglang_log = NULL;
     c.interval_s = 3600;
     c.progress = 0;

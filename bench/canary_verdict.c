@@ -116,9 +116,15 @@ void cv_judge(const cv_input *in, const cc_thresholds *t, cv_verdict *v) {
         v->content_failed = 1;
     }
     v->failed = v->n_reasons > 0;
+    v->not_made = in->not_made;
+    v->inconclusive = !v->failed && in->not_made != 0;
     for (int k = 0; k < v->n_reasons; k++)
         if (!isnan(v->reason[k].first_s) && !(v->reason[k].first_s >= v->first_flag_s))
             v->first_flag_s = v->reason[k].first_s;
+}
+
+const char *cv_verdict_name(const cv_verdict *v) {
+    return v->failed ? "fail" : v->inconclusive ? "inconclusive" : "pass";
 }
 
 void cv_observe(const cv_input *in, cc_observed *o) {

@@ -23,6 +23,12 @@
  *     when the share of failing items exceeds the threshold (0 = any one);
  *   max checks (punctuation spray, trigram loop, flat distribution): an item
  *     is over when its score exceeds the threshold; the run fails when any is.
+ *
+ * Three verdicts (DESIGN §8): fail when any check failed; otherwise
+ * INCONCLUSIVE when a check the run was asked to make could not be made
+ * (cv_input.not_made: e.g. --spec-check on against a server that ignores
+ * "spec_depth": 0, so the "spec-off" reference was speculative); otherwise
+ * pass. A check that was not made is never a pass.
  * Nothing here does I/O or allocates. */
 #ifndef SPECBED_BENCH_CANARY_VERDICT_H
 #define SPECBED_BENCH_CANARY_VERDICT_H
@@ -62,6 +68,7 @@ typedef struct {
     double min_drafts;          /* verify steps an interval needs to be judged */
     const cv_item *items;       /* content-check results (may be NULL when n_items = 0) */
     int n_items;
+    unsigned not_made;          /* bit (1u << check): a check the run was asked to make but could not */
 } cv_input;
 
 /* Why a run failed, one per failing check. */
@@ -77,6 +84,8 @@ typedef struct {
 
 typedef struct {
     int failed;                 /* n_reasons > 0 */
+    int inconclusive;           /* not failed, but a required check was not made (not_made) */
+    unsigned not_made;          /* cv_input.not_made */
     int interval_failed;        /* a reason is CV_ACCEPT_LEN */
     int content_failed;         /* a reason is a content check */
     int n_reasons;
@@ -101,6 +110,8 @@ int cv_item_settles(const cv_item *it, const cc_thresholds *t);
 
 /* The verdict. */
 void cv_judge(const cv_input *in, const cc_thresholds *t, cv_verdict *out);
+/* "fail", "inconclusive" or "pass" (canary.json's verdict). */
+const char *cv_verdict_name(const cv_verdict *v);
 
 /* The observations the same input shows (for canary.json and calibration):
  * judged intervals and their lowest accept length, shares and maxima per

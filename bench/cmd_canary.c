@@ -28,7 +28,9 @@ static void help(FILE *f) {
         "a flat next-token distribution in a prefill-only probe, a passphrase that fails\n"
         "to copy across 128 tokens. The offline scans apply the same verdict to the\n"
         "intervals alone. Every reason is printed and listed in canary.json.\n"
-        "Exit 0 clean, 1 corruption found, 2 could not run.\n"
+        "Exit 0 clean, 1 corruption found, 2 could not run, 3 inconclusive (no check\n"
+        "failed, but one that was asked for could not be made: --spec-check on against\n"
+        "a server whose draft counters move under \"spec_depth\": 0).\n"
         "\n"
         "  --launch CMD          start the server (CMD has a {port} placeholder), wait for\n"
         "                        /health, run, stop it; its log goes to OUT/server.log\n"
@@ -46,7 +48,9 @@ static void help(FILE *f) {
         "                        alone: scan the log offline (- = stdin), one line per flag\n"
         "  --probes N            prompts in the determinism / spec on-off probes (default 8)\n"
         "  --copy-workload W     passphrase prompts (default copy; none = skip)\n"
-        "  --spec-check on|off|auto   greedy spec-on vs spec-off (default auto: specbed only)\n"
+        "  --spec-check on|off|auto   greedy spec-on vs spec-off (default auto: specbed only);\n"
+        "                        the reference pass watches the draft counters and reports\n"
+        "                        the check as not made when the server ignored spec_depth 0\n"
         "  --no-content-checks   interval check only\n"
         "  --fail-fast           stop the load at the first flagged interval, or the first\n"
         "                        content failure no later request could undo\n"
@@ -170,7 +174,7 @@ int cmd_canary(int argc, char **argv) {
     if (!isnan(res.v.first_flag_s)) printf("canary: first flag %.1f s into the load\n", res.v.first_flag_s);
     if (!isnan(boot_s)) printf("canary: server became healthy %.1f s after launch\n", boot_s);
     printf("canary: evidence in %s\n", outdir);
-    rc = res.v.failed ? 1 : 0;
+    rc = res.v.failed ? 1 : res.v.inconclusive ? 3 : 0;
 out:
     if (launch) proc_stop(&s);
     http_cleanup();

@@ -36,7 +36,8 @@ const char LOAD_CLI_HELP[] =
     "  --interval S          metrics interval in seconds (default 5)\n"
     "  --metrics-source K    auto (default), specbed, vllm, llamacpp, sglang, none\n"
     "  --sglang-log FILE     read SGLang 'Decode batch' lines from FILE as it grows (- = stdin)\n"
-    "  --spec-depth K        send \"spec_depth\": K per request (specbed; 0 = off)\n"
+    "  --spec-depth K        send \"spec_depth\": K per request (specbed; 0 = off: a server\n"
+    "                        whose draft counters still move is reported, loudly)\n"
     "  --logprobs N          ask for N top logprobs per token\n"
     "  --request-timeout S   per request (default 600)\n"
     "  --percentiles LIST    default 50,90,99\n"
@@ -155,20 +156,25 @@ void load_print_summary(FILE *f, const load_cli *o, const ld_result *r) {
                           "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
                           "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
                           "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
-                          "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "num_intervals",
-                          "min_interval_accept_length"};
+                          "max_output_tokens_per_s", "max_concurrent_requests",
+                          "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "spec_decode_num_drafts",
+                          "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "specbed_num_intervals",
+                          "specbed_min_interval_accept_length", "specbed_truncated_streams",
+                          "specbed_metrics_scrapes_failed"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
         if (cJSON_IsNumber(v)) fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
     }
-    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rate");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rates");
     if (cJSON_GetArraySize(pp) > 0) {
         fprintf(f, "%-40s", "per-position acceptance");
         const cJSON *e;
         cJSON_ArrayForEach(e, pp) fprintf(f, " %.3f", cJSON_IsNumber(e) ? e->valuedouble : NAN);
         fprintf(f, "\n");
     }
-    fprintf(f, "metrics source: %s%s%s\n", msrc_name(r->msrc), r->note[0] ? " — " : "", r->note);
+    fprintf(f, "metrics source: %s (interval basis %s)%s%s\n", msrc_name(r->msrc),
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "specbed_interval_basis")), r->note[0] ? " — " : "",
+            r->note);
     fprintf(f, "==================================================\n");
     cJSON_Delete(j);
 }
@@ -180,7 +186,13 @@ static void help(FILE *f) {
         "Drives an OpenAI-compatible server (specbed, vLLM, SGLang, llama.cpp) with\n"
         "streaming requests; measures TTFT, ITL, TPOT and E2E per request and the\n"
         "server's accept length per interval. Writes requests.csv, intervals.csv,\n"
-        "summary.json (vLLM bench field names) and outputs.jsonl under --out.\n"
+        "summary.json (vllm bench serve's field names and units; specbed's own\n"
+        "fields start with specbed_) and outputs.jsonl under --out.\n"
+        "\n"
+        "Exit status: 0 ran; 1 no request succeeded, a /metrics scrape failed (the\n"
+        "interval series has holes), or the outputs could not be written; 2 could\n"
+        "not run. --spec-depth 0 against a server whose draft counters still move\n"
+        "prints a WARNING and records specbed_spec_depth_ignored in summary.json.\n"
         "\n%s", LOAD_CLI_HELP);
 }
 
@@ -215,8 +227,25 @@ int cmd_load(int argc, char **argv) {
         load_print_summary(stdout, &o, res);
         if (ld_write_outputs(outdir, &o.c, res, &o.pcts, err, sizeof err)) { fprintf(stderr, "load: %s\n", err); rc = 1; }
         else fprintf(stderr, "load: outputs in %s\n", outdir);
-        int ok = 0;
-        for (int i = 0; i < res->n_req; i++) ok += res->req[i].ok;
+        if (res->spec_depth_ignored)
+            fprintf(stderr, "load: WARNING: --spec-depth 0 was NOT honoured: the server drafted during the run "
+                    "(%.0f draft(s), %.0f draft token(s) by its counters): it ignores \"spec_depth\", or another "
+                    "client drafted meanwhile. This is not a speculation-off run.\n",
+                    isnan(res->ignored_drafts) ? 0.0 : res->ignored_drafts,
+                    isnan(res->ignored_draft_tokens) ? 0.0 : res->ignored_draft_tokens);
+        if (res->n_scrapes_failed) {
+            fprintf(stderr, "load: %d of %d /metrics scrape(s) failed (first: %s); the interval series has holes\n",
+                    res->n_scrapes_failed, res->n_scrapes, res->scrape_error);
+            rc = 1;
+        }
+        int ok = 0, truncated = 0;
+        for (int i = 0; i < res->n_req; i++) {
+            ok += res->req[i].ok;
+            truncated += !res->req[i].ok && res->req[i].error && !strncmp(res->req[i].error, "truncated stream", 16);
+        }
+        if (truncated)
+            fprintf(stderr, "load: %d request(s) failed with a truncated stream (closed without finish_reason, usage or "
+                    "[DONE])\n", truncated);
         if (!ok) {
             fprintf(stderr, "load: no request succeeded");
             for (int i = 0; i < res->n_req; i++)

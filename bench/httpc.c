@@ -29,11 +29,12 @@ void http_base(const char *url, char *out, size_t outlen) {
     while (n && out[n - 1] == '/') out[--n] = 0;
 }
 
-typedef struct { char *b; size_t n, cap; int oom; } buf_t;
+typedef struct { char *b; size_t n, cap; int oom, too_big; } buf_t;
 
 static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     buf_t *b = ud;
     size_t n = sz * nm;
+    if (b->n + n > HTTPC_MAX_BODY) { b->too_big = 1; return 0; }   /* aborts the transfer */
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < b->n + n + 1) nc *= 2;
@@ -76,7 +77,9 @@ static int do_req(const char *base, const char *path, const char *api_key, const
     if (hdr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     CURLcode rc = curl_easy_perform(h);
     int ret = 0;
-    if (rc != CURLE_OK) ret = errf(err, errlen, "%s: %s", url, curl_easy_strerror(rc));
+    if (b.too_big) ret = errf(err, errlen, "%s: the reply exceeded %u MiB (HTTPC_MAX_BODY); stopped reading it", url,
+                              HTTPC_MAX_BODY >> 20);
+    else if (rc != CURLE_OK) ret = errf(err, errlen, "%s: %s", url, curl_easy_strerror(rc));
     else if (b.oom) ret = errf(err, errlen, "%s: out of memory reading the reply", url);
     else {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);

@@ -2,10 +2,15 @@
  * loop (health checks, /metrics snapshots, /v1/models, canary probes),
  * through libcurl. Streaming requests under load are load.c's (curl multi).
  * A URL given by the user is a server base ("http://host:port", an
- * optional trailing "/v1" or "/" is dropped); paths are appended to it. */
+ * optional trailing "/v1" or "/" is dropped); paths are appended to it.
+ * Every reply body is bounded by HTTPC_MAX_BODY: a server that never ends
+ * one (an endless /metrics) fails the call with a message, it does not
+ * grow the client. */
 #ifndef SPECBED_BENCH_HTTPC_H
 #define SPECBED_BENCH_HTTPC_H
 #include <stddef.h>
+
+#define HTTPC_MAX_BODY (64u << 20)   /* 64 MiB: a /metrics body or probe reply (real ones are < 1 MiB) */
 
 /* curl_global_init / cleanup, once per command. */
 int  http_init(char *err, size_t errlen);
@@ -17,7 +22,8 @@ void http_base(const char *url, char *out, size_t outlen);
 /* GET base+path (Authorization: Bearer api_key when api_key is non-NULL:
  * specbed serve --api-key guards /metrics too). *body (malloc'd,
  * NUL-terminated, caller frees) and *status are set when the server
- * answered; -1 on a transport failure (message in err). */
+ * answered; -1 on a transport failure or a body over HTTPC_MAX_BODY
+ * (message in err). */
 int http_get(const char *base, const char *path, const char *api_key, long timeout_ms, char **body, long *status,
              char *err, size_t errlen);
 /* POST a JSON body (Authorization: Bearer api_key when api_key is non-NULL). */

@@ -8,6 +8,18 @@
 
 #define IV_MAX_POS 32
 
+/* When the source's counters move, i.e. what an interval's accept length
+ * and server tokens/s describe:
+ *   step        every verify step as it runs (specbed, vLLM counters)
+ *   completion  requests that FINISHED in the interval (llama.cpp: a slot
+ *               adds its counts to /metrics when it is released)
+ *   log         the server's own decode-log interval (SGLang "Decode batch")
+ *   gauge       the server's last decode-log interval, read as a gauge (SGLang /metrics)
+ *   client      no server numbers: the client's view only */
+typedef enum { IV_BASIS_CLIENT = 0, IV_BASIS_STEP, IV_BASIS_COMPLETION, IV_BASIS_LOG, IV_BASIS_GAUGE } iv_basis;
+const char *iv_basis_name(iv_basis b);
+int iv_basis_from_name(const char *s, iv_basis *out);   /* 0 ok, -1 unknown */
+
 typedef struct {
     double t_start, t_end;   /* seconds since the run started (live), or since the log's first line (offline) */
     double running;          /* requests being decoded at the end of the interval */
@@ -17,8 +29,9 @@ typedef struct {
     double gen_tps;          /* generated tokens per second over the interval */
     double drafts;           /* verify steps (per sequence) in the interval; NaN for log sources */
     double draft_tokens, accepted;
-    int n_pos;               /* per-position rates present: pos_rate[0..n_pos-1] */
+    int n_pos;               /* per-position rates: pos_rate[0..n_pos-1]; NaN = position not reported */
     double pos_rate[IV_MAX_POS];   /* P(draft position i accepted) = accepted_at[i] ÷ drafts, unconditional */
+    iv_basis basis;          /* what the server-side numbers describe (see iv_basis) */
     long line_no;            /* SGLang log line this row came from (1-based); 0 otherwise */
     /* Client-side view of the same interval (the load generator's own; NaN offline). */
     double inflight;         /* most requests in flight at once during the interval */

@@ -11,8 +11,8 @@
 
 static const char *const COLS[] = {"t_start_s", "t_end_s", "running", "waiting", "inflight", "accept_len",
                                    "accept_rate", "gen_tps", "client_tps", "drafts", "draft_tokens", "accepted",
-                                   "line_no"};
-enum { NCOLS = 13 };
+                                   "line_no", "basis"};
+enum { NCOLS = 14, COL_BASIS = 13 };
 
 static void num(csv_row *r, double v) {
     if (isnan(v)) csv_row_field(r, "");
@@ -32,8 +32,11 @@ int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t 
         const iv_row *v = &rows[i];
         double vals[NCOLS] = {v->t_start, v->t_end, v->running, v->waiting, v->inflight, v->accept_len,
                               v->accept_rate, v->gen_tps, v->client_tps, v->drafts, v->draft_tokens, v->accepted,
-                              v->line_no ? (double)v->line_no : NAN};
-        for (int c = 0; c < NCOLS; c++) num(&r, vals[c]);
+                              v->line_no ? (double)v->line_no : NAN, NAN};
+        for (int c = 0; c < NCOLS; c++) {
+            if (c == COL_BASIS) csv_row_field(&r, iv_basis_name(v->basis));
+            else num(&r, vals[c]);
+        }
         for (int p = 0; p < np; p++) num(&r, p < v->n_pos ? v->pos_rate[p] : NAN);
         csv_row_end(&r);
     }
@@ -68,8 +71,14 @@ static void on_field(void *s, size_t len, void *ud) {
     } else if (d->col < d->ncol_hdr && d->col < NCOLS + IV_MAX_POS) {
         int idx = d->map[d->col];
         double v = NAN;
-        if (k) { char *e; v = strtod(b, &e); if (*e) v = NAN; }
         iv_row *r = &d->cur;
+        if (idx == COL_BASIS) {
+            iv_basis bs;
+            if (!iv_basis_from_name(b, &bs)) r->basis = bs;
+            d->col++;
+            return;
+        }
+        if (k) { char *e; v = strtod(b, &e); if (*e) v = NAN; }
         switch (idx) {
         case 0: r->t_start = v; break;
         case 1: r->t_end = v; break;

@@ -2,8 +2,10 @@
  * canary and sweep run directory): written through libcsv's quoting, read
  * back by the canary (offline scans, --calibrate) and the report. Columns:
  * t_start_s,t_end_s,running,waiting,inflight,accept_len,accept_rate,gen_tps,
- * client_tps,drafts,draft_tokens,accepted,line_no,pos_0..pos_{K-1}
- * (empty cell = not reported). */
+ * client_tps,drafts,draft_tokens,accepted,line_no,basis,pos_0..pos_{K-1}
+ * (empty cell = not reported). basis says what the server-side numbers of
+ * the row describe (iv_basis: step, completion — llama.cpp: requests that
+ * finished in the interval —, log, gauge, client). */
 #ifndef SPECBED_BENCH_INTERVAL_CSV_H
 #define SPECBED_BENCH_INTERVAL_CSV_H
 #include <stddef.h>

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ typedef struct {
     double t_send_abs, last_chunk_abs;
     sse_parser sse;
     char *text; size_t text_len, text_cap;
+    char *reason; size_t reason_len, reason_cap;
     char raw[512]; size_t raw_len;     /* first bytes of the reply, for error messages */
     int usage_out, usage_in;     /* -1 unknown */
     int lp_tokens, chunks, done;
@@ -49,6 +51,7 @@ typedef struct {
     dvec itl;
     char cerr[CURL_ERROR_SIZE];
     char *sbuf; size_t slen, scap;     /* scrape body */
+    int too_big;                 /* scrape body over HTTPC_MAX_BODY: aborted */
 } xfer;
 
 struct run_ctx {
@@ -122,20 +125,37 @@ static void on_sgl_row(void *ctx, const iv_row *r) {
 
 /* ---- request streams ---- */
 
-static void text_append(xfer *t, const char *s, size_t n) {
-    if (t->text_len + n + 1 > TEXT_CAP) n = TEXT_CAP > t->text_len + 1 ? TEXT_CAP - t->text_len - 1 : 0;
+/* Appends to a request's text or reasoning record (TEXT_CAP each). */
+static void buf_append(char **b, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > TEXT_CAP) n = TEXT_CAP > *len + 1 ? TEXT_CAP - *len - 1 : 0;
     if (!n) return;
-    if (t->text_len + n + 1 > t->text_cap) {
-        size_t nc = t->text_cap ? t->text_cap : 1024;
-        while (nc < t->text_len + n + 1) nc *= 2;
-        char *nb = realloc(t->text, nc);
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 1024;
+        while (nc < *len + n + 1) nc *= 2;
+        char *nb = realloc(*b, nc);
         if (!nb) return;
-        t->text = nb;
-        t->text_cap = nc;
+        *b = nb;
+        *cap = nc;
     }
-    memcpy(t->text + t->text_len, s, n);
-    t->text_len += n;
-    t->text[t->text_len] = 0;
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = 0;
+}
+
+/* A (non-empty) string member of o, or NULL. */
+static const char *str_of(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
+}
+
+static void note_add(ld_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_add(ld_result *res, const char *fmt, ...) {
+    size_t n = strlen(res->note);
+    if (n && n + 2 < sizeof res->note) { memcpy(res->note + n, "; ", 3); n += 2; }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->note + n, sizeof res->note - n, fmt, ap);
+    va_end(ap);
 }
 
 static void on_event(void *ctx, const char *data, size_t len) {
@@ -160,8 +180,14 @@ static void on_event(void *ctx, const char *data, size_t len) {
     }
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
     if (ch) {
-        const cJSON *txt = cJSON_GetObjectItemCaseSensitive(ch, "text");
-        if (!cJSON_IsString(txt)) txt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ch, "delta"), "content");
+        /* completions: text; chat: delta.content, and a reasoning model's
+         * thinking in delta.reasoning_content (vLLM ≤ 0.10, SGLang,
+         * llama.cpp) or delta.reasoning (newer vLLM) — tokens either way */
+        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
+        const char *txt = str_of(ch, "text");
+        if (!txt) txt = str_of(delta, "content");
+        const char *rsn = str_of(delta, "reasoning_content");
+        if (!rsn) rsn = str_of(delta, "reasoning");
         const cJSON *lp = cJSON_GetObjectItemCaseSensitive(ch, "logprobs");
         int ntok = 0;
         if (cJSON_IsObject(lp)) {
@@ -172,13 +198,14 @@ static void on_event(void *ctx, const char *data, size_t len) {
         t->lp_tokens += ntok;
         const cJSON *fr = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
         if (cJSON_IsString(fr) && !t->finish) t->finish = dup_s(fr->valuestring);
-        if (cJSON_IsString(txt) && txt->valuestring[0]) {
+        if (txt || rsn) {
             double now = http_now();
             if (t->chunks == 0) x->res->req[t->rec].ttft = now - t->t_send_abs;
             else dvec_push(&t->itl, now - t->last_chunk_abs);
             t->last_chunk_abs = now;
             t->chunks++;
-            text_append(t, txt->valuestring, strlen(txt->valuestring));
+            if (txt) buf_append(&t->text, &t->text_len, &t->text_cap, txt, strlen(txt));
+            if (rsn) buf_append(&t->reason, &t->reason_len, &t->reason_cap, rsn, strlen(rsn));
             long n = ntok ? ntok : 1;
             x->iv_tokens += n;
             x->tokens_total += n;
@@ -204,12 +231,15 @@ static size_t on_stream(char *p, size_t sz, size_t nm, void *ud) {
         t->raw[t->raw_len] = 0;
     }
     sse_feed(&t->sse, p, n);
-    return n;
+    /* over a cap (or out of memory): 0 makes libcurl abort the transfer, and
+     * finish_request() names the cap */
+    return t->sse.err ? 0 : n;
 }
 
 static size_t on_scrape(char *p, size_t sz, size_t nm, void *ud) {
     xfer *t = ud;
     size_t n = sz * nm;
+    if (t->slen + n > HTTPC_MAX_BODY) { t->too_big = 1; return 0; }   /* an endless /metrics: abort */
     if (t->slen + n + 1 > t->scap) {
         size_t nc = t->scap ? t->scap : 65536;
         while (nc < t->slen + n + 1) nc *= 2;
@@ -231,6 +261,7 @@ static void xfer_free(xfer *t) {
     free(t->body);
     sse_free(&t->sse);
     free(t->text);
+    free(t->reason);
     free(t->stream_err);
     free(t->finish);
     dvec_free(&t->itl);
@@ -238,7 +269,7 @@ static void xfer_free(xfer *t) {
     free(t);
 }
 
-static int build_body(run_ctx *x, const wl_item *it, char **out) {
+static int build_body(run_ctx *x, const wl_item *it, char **out, int *max_tokens) {
     const ld_config *c = x->c;
     cJSON *j = cJSON_CreateObject();
     if (!j) return -1;
@@ -251,7 +282,8 @@ static int build_body(run_ctx *x, const wl_item *it, char **out) {
         cJSON_AddItemToArray(msgs, m);
     } else
         cJSON_AddStringToObject(j, "prompt", it->prompt);
-    int mt = c->max_tokens > 0 ? c->max_tokens : it->max_tokens > 0 ? it->max_tokens : 128;
+    int mt = c->max_tokens > 0 ? c->max_tokens : it->max_tokens > 0 ? it->max_tokens : LD_DEFAULT_MAX_TOKENS;
+    *max_tokens = mt;
     cJSON_AddNumberToObject(j, "max_tokens", mt);
     cJSON_AddNumberToObject(j, "temperature", c->temperature);
     cJSON_AddNumberToObject(j, "seed", (double)(c->seed & 0xffffffffu));
@@ -296,7 +328,7 @@ static int issue(run_ctx *x, int phase, char *err, size_t errlen) {
     t->rec = res->n_req;
     t->usage_out = t->usage_in = -1;
     sse_init(&t->sse, on_event, t);
-    if (build_body(x, &c->wl->items[item], &t->body)) { xfer_free(t); return errf(err, errlen, "out of memory"); }
+    if (build_body(x, &c->wl->items[item], &t->body, &rq->max_tokens)) { xfer_free(t); return errf(err, errlen, "out of memory"); }
     t->h = curl_easy_init();
     if (!t->h) { xfer_free(t); return errf(err, errlen, "libcurl: cannot create a handle"); }
     char url[1200];
@@ -350,7 +382,10 @@ static void finish_request(run_ctx *x, xfer *t, CURLcode rc) {
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &st);
     rq->http_status = st;
     char b[800];
-    if (rc != CURLE_OK) {
+    if (t->sse.err) {            /* a cap stopped the parser (libcurl then reports a write error) */
+        snprintf(b, sizeof b, "%s; request abandoned", sse_error(&t->sse));
+        rq->error = dup_s(b);
+    } else if (rc != CURLE_OK) {
         snprintf(b, sizeof b, "transport: %s", t->cerr[0] ? t->cerr : curl_easy_strerror(rc));
         rq->error = dup_s(b);
     } else if (st != 200) {
@@ -362,12 +397,20 @@ static void finish_request(run_ctx *x, xfer *t, CURLcode rc) {
     } else if (!t->chunks && !t->done && t->usage_out < 0) {
         snprintf(b, sizeof b, "empty stream: %.300s", t->raw);
         rq->error = dup_s(b);
+    } else if (!t->done && !t->finish && t->usage_out < 0) {
+        /* closed cleanly, but without any of the stream's end markers: the
+         * server (or a proxy) cut it; what arrived is not a completion */
+        snprintf(b, sizeof b, "truncated stream: the server closed it after %d chunk(s) with no finish_reason, no "
+                 "usage and no data: [DONE]", t->chunks);
+        rq->error = dup_s(b);
     }
     rq->ok = rq->error == NULL;
     rq->n_out = t->usage_out >= 0 ? t->usage_out : t->lp_tokens > 0 ? t->lp_tokens : t->chunks;
     rq->n_in = t->usage_in > 0 ? t->usage_in : 0;
     rq->text = t->text ? t->text : dup_s("");
     t->text = NULL;
+    rq->reasoning = t->reason ? t->reason : dup_s("");
+    t->reason = NULL;
     rq->finish_reason = t->finish;
     t->finish = NULL;
     rq->itl = t->itl.v;
@@ -440,10 +483,28 @@ static void on_snapshot(run_ctx *x, const char *text, double t) {
     x->prev_t = t;
 }
 
+/* A scrape that failed: counted, the first one's reason kept. */
+static void scrape_failed(run_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void scrape_failed(run_ctx *x, const char *fmt, ...) {
+    ld_result *res = x->res;
+    if (!res->n_scrapes_failed++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(res->scrape_error, sizeof res->scrape_error, fmt, ap);
+        va_end(ap);
+    }
+}
+
 static void finish_scrape(run_ctx *x, xfer *t, CURLcode rc) {
     long st = 0;
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &st);
-    if (rc == CURLE_OK && st == 200 && t->sbuf) on_snapshot(x, t->sbuf, now_t(x));
+    x->res->n_scrapes++;
+    if (t->too_big)
+        scrape_failed(x, "%s/metrics: the body exceeded %u MiB (HTTPC_MAX_BODY); scrape abandoned", x->base,
+                      HTTPC_MAX_BODY >> 20);
+    else if (rc != CURLE_OK) scrape_failed(x, "%s/metrics: %s", x->base, curl_easy_strerror(rc));
+    else if (st != 200) scrape_failed(x, "%s/metrics answered HTTP %ld", x->base, st);
+    else on_snapshot(x, t->sbuf ? t->sbuf : "", now_t(x));
     x->scrape = NULL;
     xfer_free(t);
 }
@@ -452,10 +513,15 @@ static void finish_scrape(run_ctx *x, xfer *t, CURLcode rc) {
 static void scrape_now(run_ctx *x) {
     char *body;
     long st;
-    if (!http_get(x->base, "/metrics", x->c->api_key, 10000, &body, &st, NULL, 0)) {
-        if (st == 200) on_snapshot(x, body, now_t(x));
-        free(body);
+    char e[512];
+    x->res->n_scrapes++;
+    if (http_get(x->base, "/metrics", x->c->api_key, 10000, &body, &st, e, sizeof e)) {
+        scrape_failed(x, "%s", e);
+        return;
     }
+    if (st == 200) on_snapshot(x, body, now_t(x));
+    else scrape_failed(x, "%s/metrics answered HTTP %ld", x->base, st);
+    free(body);
 }
 
 static void client_only_interval(run_ctx *x, double t) {
@@ -481,6 +547,32 @@ static void progress(run_ctx *x, double t, int final) {
             el, x->issued, x->completed, x->inflight, el > 0 ? x->tokens_total / el : 0.0,
             isnan(al) ? "n/a " : "", isnan(al) ? 0.0 : al, final ? "\n" : "");
     fflush(stderr);
+}
+
+/* --spec-depth 0 asks for no speculation; a server that drafted anyway
+ * ignores the override (or another client drafted): say so loudly. */
+static void spec_depth_check(const ld_config *c, ld_result *res) {
+    res->ignored_drafts = res->ignored_draft_tokens = NAN;
+    if (c->spec_depth != 0) return;
+    if (res->has_totals) {
+        double d = res->totals.num_drafts, dt = res->totals.draft_tokens;
+        if (d > 0 || dt > 0) {
+            res->spec_depth_ignored = 1;
+            res->ignored_drafts = d;
+            res->ignored_draft_tokens = dt;
+            note_add(res, "WARNING: --spec-depth 0 was sent, yet the server's draft counters moved by %.0f draft(s), "
+                     "%.0f draft token(s) during the run: it ignores the \"spec_depth\" field (or another client "
+                     "drafted meanwhile); this run is NOT speculation-off", isnan(d) ? 0.0 : d, isnan(dt) ? 0.0 : dt);
+        }
+        return;
+    }
+    int n = 0;
+    for (int i = 0; i < res->n_iv; i++) n += !isnan(res->iv[i].accept_len);
+    if (n) {
+        res->spec_depth_ignored = 1;
+        note_add(res, "WARNING: --spec-depth 0 was sent, yet %d interval(s) reported an accept length (the server "
+                 "drafted): it ignores the \"spec_depth\" field; this run is NOT speculation-off", n);
+    }
 }
 
 static int can_issue(run_ctx *x, double t) {
@@ -567,20 +659,33 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
     res->msrc = c->msrc;
     char *mbody = NULL;
     long mst = 0;
-    char merr[256] = "";
-    int have_metrics = !http_get(x.base, "/metrics", c->api_key, 10000, &mbody, &mst, merr, sizeof merr) && mst == 200;
+    char merr[512] = "";
+    int mget = http_get(x.base, "/metrics", c->api_key, 10000, &mbody, &mst, merr, sizeof merr);
+    int have_metrics = !mget && mst == 200;
+    /* A /metrics that answers but cannot be read (transport error, a body
+     * over the cap) is a failed scrape even while detecting; one that is
+     * simply not there (404: SGLang without --enable-metrics) is not. */
+    if (mget && !c->sglang_log) {
+        res->n_scrapes++;
+        res->n_scrapes_failed++;
+        snprintf(res->scrape_error, sizeof res->scrape_error, "%s", merr);
+    }
     if (c->sglang_log) {
         res->msrc = MSRC_SGLANG;
         if (sgl_tail_open(&x.tail, c->sglang_log, 1, err, errlen)) { free(mbody); free(x.order); free(res); return -1; }
     } else if (res->msrc == MSRC_AUTO) {
         res->msrc = have_metrics ? msrc_detect(mbody) : MSRC_NONE;
         if (res->msrc == MSRC_NONE)
-            snprintf(res->note, sizeof res->note, "no known metrics at %s/metrics (%s); intervals carry client-side numbers only",
+            note_add(res, "no known metrics at %s/metrics (%s); intervals carry client-side numbers only",
                      x.base, have_metrics ? "unrecognised names" : merr[0] ? merr : "not HTTP 200");
     } else if (res->msrc != MSRC_NONE && !have_metrics)
-        snprintf(res->note, sizeof res->note, "%s/metrics unavailable (%s)", x.base, merr[0] ? merr : "not HTTP 200");
+        note_add(res, "%s/metrics unavailable (%s)", x.base, merr[0] ? merr : "not HTTP 200");
     int counter_src = res->msrc != MSRC_NONE && !c->sglang_log;
     free(mbody);
+    if (res->msrc == MSRC_LLAMACPP)
+        note_add(res, "llama.cpp counters move at request completion: an interval's accept length and server tok/s "
+                 "describe the requests that finished in it (basis \"completion\"); llama-server streams one SSE event "
+                 "per token inside a speculative step, so its ITL is not comparable with other servers' (TPOT is)");
 
     x.m = curl_multi_init();
     if (!x.m) { sgl_tail_close(x.tail); free(x.order); free(res); return errf(err, errlen, "libcurl: multi init failed"); }
@@ -626,7 +731,7 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
             for (int i = 0; i < res->n_req && !ok; i++) ok = res->req[i].ok;
             if (!ok) {
                 x.stop = 1;
-                snprintf(res->note, sizeof res->note, "stopped early: the first %d requests all failed", x.completed);
+                note_add(res, "stopped early: the first %d requests all failed", x.completed);
             }
         }
         if (x.stop || (!can_issue(&x, t) && x.inflight == 0 && x.pending == 0)) break;
@@ -649,6 +754,7 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
         msnap_totals(&x.first, &x.prev, &res->totals);
         res->has_totals = res->msrc != MSRC_SGLANG;
     }
+    spec_depth_check(c, res);
     res->duration = isnan(res->t_first_send) ? 0 : t_last_done - res->t_first_send;
     progress(&x, now_t(&x), 1);
     cancel_all(&x);   /* stopped early (canary) or failed: what is still in flight */
@@ -665,6 +771,7 @@ void ld_result_free(ld_result *r) {
     for (int i = 0; i < r->n_req; i++) {
         free(r->req[i].error);
         free(r->req[i].text);
+        free(r->req[i].reasoning);
         free(r->req[i].finish_reason);
         free(r->req[i].itl);
     }

@@ -4,14 +4,27 @@
  * server's speculative-decoding metrics once per interval.
  *
  * Timing definitions (vLLM benchmark_serving's):
- *   TTFT  send → first content-bearing SSE chunk
+ *   TTFT  send → first content-bearing SSE chunk; a chunk bears content when
+ *         its text (completions), delta.content or delta.reasoning_content /
+ *         delta.reasoning (chat: reasoning models stream their thinking
+ *         first) is non-empty
  *   ITL   gaps between successive content-bearing chunks (one sample per gap;
- *         a chunk carrying several tokens is one gap)
- *   TPOT  (E2E − TTFT) ÷ (output tokens − 1), requests with ≥ 2 tokens
+ *         a chunk carrying several tokens is one gap). Not comparable across
+ *         servers: specbed and vLLM send a speculative step's tokens as one
+ *         chunk, llama-server one SSE event per token inside the step
+ *   TPOT  (E2E − TTFT) ÷ (output tokens − 1), requests with ≥ 2 tokens:
+ *         comparable across servers
  *   E2E   send → end of stream
  * Output tokens: usage.completion_tokens when the server sends usage
  * (stream_options.include_usage is requested), else the tokens counted in
- * logprobs, else one per content chunk. */
+ * logprobs, else one per content chunk.
+ *
+ * A request succeeds only when its stream ENDS: HTTP 200, no error event,
+ * and a finish_reason, a usage chunk or "data: [DONE]" before the server
+ * closed it (a stream cut after some tokens is a failed request, "truncated
+ * stream"). SSE lines and events are bounded (sse.h: 1 MiB each) and
+ * /metrics bodies too (httpc.h: 64 MiB); a scrape that fails is counted
+ * (n_scrapes_failed) and `specbed load` exits 1 on any. */
 #ifndef SPECBED_BENCH_LOAD_H
 #define SPECBED_BENCH_LOAD_H
 #include <stdint.h>
@@ -21,6 +34,8 @@
 #include "workload.h"
 
 typedef enum { EP_COMPLETIONS, EP_CHAT } ld_endpoint;
+
+#define LD_DEFAULT_MAX_TOKENS 128   /* a row without max_tokens, when --max-tokens is not given */
 
 struct ld_request;
 
@@ -35,7 +50,7 @@ typedef struct {
     ld_endpoint endpoint;
     const workload *wl;          /* borrowed */
     int num_prompts;             /* requests to send; 0 = until the profile / duration ends */
-    int max_tokens;              /* 0 = the row's max_tokens, else 128 */
+    int max_tokens;              /* 0 = the row's max_tokens, else LD_DEFAULT_MAX_TOKENS */
     double temperature;
     uint64_t seed;
     int concurrency;             /* closed loop (used when rate == 0 and no profile) */
@@ -79,8 +94,10 @@ typedef struct ld_request {
     int ok;
     long http_status;
     char *error;                 /* failed requests: why */
-    char *text;                  /* streamed output */
+    char *text;                  /* streamed output (text / delta.content) */
+    char *reasoning;             /* streamed delta.reasoning_content / delta.reasoning; "" when none */
     char *finish_reason;
+    int max_tokens;              /* what the request asked for */
     double *itl;                 /* seconds, [n_itl] */
     int n_itl;
     int inflight_at_send;
@@ -98,6 +115,13 @@ typedef struct {
     mtotals totals;
     char model[256];
     int stopped_early;           /* on_done or on_interval asked to stop */
+    int n_scrapes, n_scrapes_failed;   /* /metrics reads attempted for the counter source, and failed */
+    char scrape_error[512];      /* the first failure */
+    /* --spec-depth 0 sent, yet the server drafted during the run (its draft
+     * counters moved, or its decode log printed accept lengths): the server
+     * ignores the per-request override, or another client drafted meanwhile. */
+    int spec_depth_ignored;
+    double ignored_drafts, ignored_draft_tokens;   /* the counter movement (NaN for log sources) */
     char note[1600];             /* e.g. why metrics were unavailable */
 } ld_result;
 

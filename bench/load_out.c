@@ -65,6 +65,16 @@ static void add_num(cJSON *j, const char *k, double v) {
     else cJSON_AddNumberToObject(j, k, v);
 }
 
+/* vLLM's percentile key word: str(int(p)) when p is whole, else Python's
+ * str(p) (the shortest text that reads back as p): 99 → "99", 99.9 → "99.9". */
+void ld_pct_word(double p, char *out, size_t outlen) {
+    if (p == floor(p) && fabs(p) < 1e15) { snprintf(out, outlen, "%.0f", p); return; }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, outlen, "%.*g", prec, p);
+        if (strtod(out, NULL) == p) return;
+    }
+}
+
 static void add_dist(cJSON *j, const char *name, dvec *v, const ld_pcts *pc) {
     char k[64];
     st_sort(v->v, v->n);
@@ -72,52 +82,121 @@ static void add_dist(cJSON *j, const char *name, dvec *v, const ld_pcts *pc) {
     snprintf(k, sizeof k, "median_%s_ms", name); add_num(j, k, st_percentile_sorted(v->v, v->n, 50) * 1e3);
     snprintf(k, sizeof k, "std_%s_ms", name);    add_num(j, k, st_std(v->v, v->n) * 1e3);
     for (int i = 0; i < pc->n; i++) {
-        char ps[16];
-        snprintf(ps, sizeof ps, "%g", pc->p[i]);
-        for (char *q = ps; *q; q++) if (*q == '.') *q = '_';
+        char ps[32];
+        ld_pct_word(pc->p[i], ps, sizeof ps);
         snprintf(k, sizeof k, "p%s_%s_ms", ps, name);
         add_num(j, k, st_percentile_sorted(v->v, v->n, pc->p[i]) * 1e3);
     }
 }
 
+typedef struct { double t; int d; } conc_ev;
+
+static int cmp_ev(const void *a, const void *b) {
+    const conc_ev *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->d - y->d;   /* a departure (−1) before an arrival (+1) at the same instant */
+}
+
+/* vLLM's peak figures over the successful requests:
+ *   max_output_tokens_per_s  the fullest 1-second bucket (seconds since the
+ *     first successful send) of content-chunk arrival times, one per chunk
+ *     (first chunk at send + TTFT, then each ITL gap), as vLLM counts them
+ *   max_concurrent_requests  the most requests in flight at once, a sweep
+ *     over the half-open spans [send, send + E2E). */
+static void peaks(const ld_result *r, double *max_tps, double *max_conc) {
+    *max_tps = 0;
+    *max_conc = 0;
+    double t0 = INFINITY, t1 = -INFINITY;
+    int n_ok = 0;
+    for (int i = 0; i < r->n_req; i++) {
+        const ld_request *q = &r->req[i];
+        if (!q->ok) continue;
+        n_ok++;
+        if (q->t_send < t0) t0 = q->t_send;
+        if (q->t_send + q->e2el > t1) t1 = q->t_send + q->e2el;
+    }
+    if (!n_ok) return;
+    size_t nb = (size_t)ceil(t1 - t0) + 1;
+    double *bucket = calloc(nb, sizeof *bucket);
+    conc_ev *ev = malloc(sizeof *ev * 2 * (size_t)n_ok);
+    if (!bucket || !ev) { free(bucket); free(ev); *max_tps = *max_conc = NAN; return; }
+    int ne = 0;
+    for (int i = 0; i < r->n_req; i++) {
+        const ld_request *q = &r->req[i];
+        if (!q->ok) continue;
+        ev[ne++] = (conc_ev){q->t_send, 1};
+        ev[ne++] = (conc_ev){q->t_send + q->e2el, -1};
+        if (isnan(q->ttft)) continue;
+        double tt = q->t_send + q->ttft;
+        for (int k = -1; k < q->n_itl; k++) {
+            if (k >= 0) tt += q->itl[k];
+            double b = floor(tt - t0);
+            if (b >= 0 && b < (double)nb) bucket[(size_t)b] += 1;
+        }
+    }
+    for (size_t b = 0; b < nb; b++) if (bucket[b] > *max_tps) *max_tps = bucket[b];
+    qsort(ev, (size_t)ne, sizeof *ev, cmp_ev);
+    int cur = 0;
+    for (int i = 0; i < ne; i++) {
+        cur += ev[i].d;
+        if (cur > *max_conc) *max_conc = cur;
+    }
+    free(bucket);
+    free(ev);
+}
+
+/* What an accept length from this source means (specbed_acceptance_length_definition). */
+static const char *al_definition(const ld_result *r) {
+    if (!r->has_totals) return "mean of the decode-log intervals' accept len (SGLang)";
+    if (!isnan(r->totals.steps)) return "committed tokens / sequence verify steps, bonus included (specbed counters)";
+    return "1 + accepted / drafts (vLLM's)";
+}
+
 cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
+    /* vLLM bench serve's setup fields */
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime(&now));
+    const char *backend = c->endpoint == EP_CHAT ? "openai-chat" : "openai";
     cJSON_AddStringToObject(j, "date", date);
-    cJSON_AddStringToObject(j, "backend", c->endpoint == EP_CHAT ? "openai-chat" : "openai");
-    cJSON_AddStringToObject(j, "base_url", c->url ? c->url : "");
+    cJSON_AddStringToObject(j, "endpoint_type", backend);
+    cJSON_AddStringToObject(j, "backend", backend);
     cJSON_AddStringToObject(j, "model_id", r->model);
-    cJSON_AddStringToObject(j, "workload", c->wl ? c->wl->name : "");
-    cJSON_AddStringToObject(j, "metrics_source", msrc_name(r->msrc));
     cJSON_AddNumberToObject(j, "num_prompts", c->num_prompts);
     if (c->use_profile) {
         char b[1024];
         ld_profile_format(&c->profile, b, sizeof b);
-        cJSON_AddStringToObject(j, "profile", b);
+        cJSON_AddStringToObject(j, "specbed_profile", b);
     } else if (c->rate > 0) {
         if (isinf(c->rate)) cJSON_AddStringToObject(j, "request_rate", "inf");
         else cJSON_AddNumberToObject(j, "request_rate", c->rate);
         cJSON_AddNumberToObject(j, "burstiness", c->burstiness);
         if (c->max_concurrency > 0) cJSON_AddNumberToObject(j, "max_concurrency", c->max_concurrency);
-    } else
+        else cJSON_AddNullToObject(j, "max_concurrency");
+    } else {
+        /* a closed loop of N is vLLM's --request-rate inf --max-concurrency N */
+        cJSON_AddStringToObject(j, "request_rate", "inf");
+        cJSON_AddNumberToObject(j, "burstiness", 1.0);
         cJSON_AddNumberToObject(j, "max_concurrency", c->concurrency);
-    cJSON_AddNumberToObject(j, "max_tokens", c->max_tokens);
-    cJSON_AddNumberToObject(j, "temperature", c->temperature);
-    cJSON_AddNumberToObject(j, "seed", (double)c->seed);
-    cJSON_AddNumberToObject(j, "interval_s", c->interval_s);
-    if (c->spec_depth >= 0) cJSON_AddNumberToObject(j, "spec_depth", c->spec_depth);
+    }
 
-    int completed = 0, failed = 0, good = 0;
+    int completed = 0, failed = 0, good = 0, truncated = 0, with_reasoning = 0, mt_min = 0, mt_max = 0;
     long tin = 0, tout = 0;
     dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
     int has_slo = c->slo.ttft_ms > 0 || c->slo.tpot_ms > 0 || c->slo.e2el_ms > 0;
     for (int i = 0; i < r->n_req; i++) {
         const ld_request *q = &r->req[i];
-        if (!q->ok) { failed++; continue; }
+        if (q->max_tokens > 0 && (!mt_min || q->max_tokens < mt_min)) mt_min = q->max_tokens;
+        if (q->max_tokens > mt_max) mt_max = q->max_tokens;
+        if (!q->ok) {
+            failed++;
+            truncated += q->error && !strncmp(q->error, "truncated stream", 16);
+            continue;
+        }
         completed++;
+        with_reasoning += q->reasoning && q->reasoning[0];
         tin += q->n_in;
         tout += q->n_out;
         if (!isnan(q->ttft)) dvec_push(&ttft, q->ttft);
@@ -141,22 +220,21 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddNumberToObject(j, "total_output_tokens", (double)tout);
     add_num(j, "request_throughput", dur > 0 ? completed / dur : NAN);
     if (has_slo) add_num(j, "request_goodput", dur > 0 ? good / dur : NAN);
+    else cJSON_AddNullToObject(j, "request_goodput");
     add_num(j, "output_throughput", dur > 0 ? tout / dur : NAN);
     add_num(j, "total_token_throughput", dur > 0 ? (tin + tout) / dur : NAN);
-    double max_tps = NAN, max_run = NAN;
-    for (int i = 0; i < r->n_iv; i++) {
-        if (!isnan(r->iv[i].client_tps) && !(r->iv[i].client_tps <= max_tps)) max_tps = r->iv[i].client_tps;
-        if (!isnan(r->iv[i].inflight) && !(r->iv[i].inflight <= max_run)) max_run = r->iv[i].inflight;
-    }
+    double max_tps, max_conc;
+    peaks(r, &max_tps, &max_conc);
     add_num(j, "max_output_tokens_per_s", max_tps);
-    add_num(j, "max_concurrent_requests", max_run);
+    add_num(j, "max_concurrent_requests", max_conc);
     add_dist(j, "ttft", &ttft, pc);
     add_dist(j, "tpot", &tpot, pc);
     add_dist(j, "itl", &itl, pc);
     add_dist(j, "e2el", &e2el, pc);
     dvec_free(&ttft); dvec_free(&tpot); dvec_free(&itl); dvec_free(&e2el);
 
-    /* Speculative decoding over the whole run. */
+    /* Speculative decoding over the whole run, as vLLM writes it (present
+     * only when the server drafted): acceptance rate in PERCENT. */
     double min_al = NAN, sum_al = 0;
     int n_al = 0;
     for (int i = 0; i < r->n_iv; i++) {
@@ -166,24 +244,58 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
         sum_al += a;
         n_al++;
     }
-    if (r->has_totals) {
-        add_num(j, "spec_decode_acceptance_length", r->totals.accept_len);
-        add_num(j, "spec_decode_acceptance_rate", r->totals.accept_rate);
-        add_num(j, "spec_decode_num_drafts", r->totals.drafts);
-        add_num(j, "spec_decode_num_draft_tokens", r->totals.draft_tokens);
-        add_num(j, "spec_decode_num_accepted_tokens", r->totals.accepted);
-        cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rate");
-        for (int i = 0; i < r->totals.n_pos; i++)
-            cJSON_AddItemToArray(pp, isnan(r->totals.pos_rate[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(r->totals.pos_rate[i]));
-    } else if (n_al) {
+    const mtotals *t = &r->totals;
+    int spec_totals = r->has_totals && t->draft_tokens > 0;
+    if (spec_totals) {
+        add_num(j, "spec_decode_acceptance_rate", t->accept_rate * 100.0);
+        add_num(j, "spec_decode_acceptance_length", t->accept_len);
+        add_num(j, "spec_decode_num_drafts", t->num_drafts);
+        add_num(j, "spec_decode_draft_tokens", t->draft_tokens);
+        add_num(j, "spec_decode_accepted_tokens", t->accepted);
+        cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
+        for (int i = 0; i < t->n_pos; i++)
+            cJSON_AddItemToArray(pp, isnan(t->pos_rate[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(t->pos_rate[i]));
+    } else if (!r->has_totals && n_al) {
         /* SGLang logs give no counts: the mean over intervals is the best available. */
         cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", sum_al / n_al);
-        cJSON_AddStringToObject(j, "spec_decode_acceptance_length_source", "mean of decode-batch intervals");
     }
-    cJSON_AddNumberToObject(j, "num_intervals", r->n_iv);
-    add_num(j, "min_interval_accept_length", min_al);
-    add_num(j, "mean_interval_accept_length", n_al ? sum_al / n_al : NAN);
-    if (r->note[0]) cJSON_AddStringToObject(j, "note", r->note);
+
+    /* specbed's own fields: everything vLLM bench serve does not write */
+    cJSON_AddStringToObject(j, "specbed_base_url", c->url ? c->url : "");
+    cJSON_AddStringToObject(j, "specbed_workload", c->wl ? c->wl->name : "");
+    cJSON_AddStringToObject(j, "specbed_metrics_source", msrc_name(r->msrc));
+    cJSON_AddNumberToObject(j, "specbed_temperature", c->temperature);
+    cJSON_AddNumberToObject(j, "specbed_seed", (double)c->seed);
+    cJSON_AddNumberToObject(j, "specbed_interval_s", c->interval_s);
+    if (c->spec_depth >= 0) cJSON_AddNumberToObject(j, "specbed_spec_depth", c->spec_depth);
+    if (c->spec_depth == 0) {
+        cJSON_AddBoolToObject(j, "specbed_spec_depth_ignored", r->spec_depth_ignored);
+        if (r->spec_depth_ignored) {
+            add_num(j, "specbed_spec_depth_ignored_drafts", r->ignored_drafts);
+            add_num(j, "specbed_spec_depth_ignored_draft_tokens", r->ignored_draft_tokens);
+        }
+    }
+    cJSON_AddStringToObject(j, "specbed_max_tokens_source",
+                            c->max_tokens > 0 ? "--max-tokens" : "workload rows (128 where a row has none)");
+    if (mt_max) {
+        cJSON_AddNumberToObject(j, "specbed_max_tokens_min", mt_min);
+        cJSON_AddNumberToObject(j, "specbed_max_tokens_max", mt_max);
+    }
+    cJSON_AddNumberToObject(j, "specbed_truncated_streams", truncated);
+    cJSON_AddNumberToObject(j, "specbed_completed_with_reasoning", with_reasoning);
+    if (spec_totals && !isnan(t->steps)) add_num(j, "specbed_num_verify_steps", t->steps);
+    if (spec_totals || (!r->has_totals && n_al))
+        cJSON_AddStringToObject(j, "specbed_acceptance_length_definition", al_definition(r));
+    iv_basis basis = IV_BASIS_CLIENT;
+    for (int i = 0; i < r->n_iv; i++) if (r->iv[i].basis != IV_BASIS_CLIENT) basis = r->iv[i].basis;
+    cJSON_AddStringToObject(j, "specbed_interval_basis", iv_basis_name(basis));
+    cJSON_AddNumberToObject(j, "specbed_num_intervals", r->n_iv);
+    add_num(j, "specbed_min_interval_accept_length", min_al);
+    add_num(j, "specbed_mean_interval_accept_length", n_al ? sum_al / n_al : NAN);
+    cJSON_AddNumberToObject(j, "specbed_metrics_scrapes", r->n_scrapes);
+    cJSON_AddNumberToObject(j, "specbed_metrics_scrapes_failed", r->n_scrapes_failed);
+    if (r->n_scrapes_failed) cJSON_AddStringToObject(j, "specbed_metrics_scrape_error", r->scrape_error);
+    if (r->note[0]) cJSON_AddStringToObject(j, "specbed_note", r->note);
     return j;
 }
 
@@ -197,7 +309,8 @@ static int write_requests(const char *path, const ld_config *c, const ld_result 
     if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
     csv_row row = {f, 0};
     const char *h[] = {"idx", "id", "category", "phase", "t_send_s", "ttft_ms", "tpot_ms", "e2el_ms", "itl_mean_ms",
-                       "itl_max_ms", "input_tokens", "output_tokens", "ok", "http_status", "finish_reason", "error"};
+                       "itl_max_ms", "input_tokens", "output_tokens", "ok", "http_status", "finish_reason", "error",
+                       "max_tokens", "reasoning_chars"};
     for (size_t i = 0; i < sizeof h / sizeof *h; i++) csv_row_field(&row, h[i]);
     csv_row_end(&row);
     for (int i = 0; i < r->n_req; i++) {
@@ -225,6 +338,8 @@ static int write_requests(const char *path, const ld_config *c, const ld_result 
         csv_row_fieldf(&row, "%ld", q->http_status);
         csv_row_field(&row, q->finish_reason ? q->finish_reason : "");
         csv_row_field(&row, q->error ? q->error : "");
+        csv_row_fieldf(&row, "%d", q->max_tokens);
+        csv_row_fieldf(&row, "%zu", q->reasoning ? strlen(q->reasoning) : (size_t)0);
         csv_row_end(&row);
     }
     if (fclose(f)) return errf(err, errlen, "%s: write failed", path);
@@ -242,6 +357,8 @@ static int write_outputs_jsonl(const char *path, const ld_config *c, const ld_re
         cJSON_AddBoolToObject(o, "ok", q->ok);
         cJSON_AddNumberToObject(o, "t_send_s", q->t_send);
         cJSON_AddStringToObject(o, "text", q->text ? q->text : "");
+        if (q->reasoning && q->reasoning[0]) cJSON_AddStringToObject(o, "reasoning", q->reasoning);
+        if (q->error) cJSON_AddStringToObject(o, "error", q->error);
         char *s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (s) { fputs(s, f); fputc('\n', f); free(s); }

@@ -1,13 +1,19 @@
 /* load_out.h — what a load run leaves in its --out directory:
  *   requests.csv    one row per request (timings in ms, tokens, status, error)
  *   intervals.csv   one row per metrics interval (interval_csv.h)
- *   summary.json    run summary with vLLM bench's field names where one
- *                   exists (completed, failed, request_throughput,
- *                   output_throughput, mean/median/std/pNN _ttft_ms, _tpot_ms,
- *                   _itl_ms, _e2el_ms, request_goodput,
- *                   spec_decode_acceptance_length, …)
- *   outputs.jsonl   the text of every request (evidence for the canary and
- *                   its --calibrate)
+ *   summary.json    run summary with `vllm bench serve`'s field names AND
+ *                   units where one exists (completed, failed,
+ *                   request_throughput, output_throughput, mean/median/std
+ *                   and p{str(p)} _ttft_ms, _tpot_ms, _itl_ms, _e2el_ms, e.g.
+ *                   p99.9_itl_ms, max_output_tokens_per_s (1-second buckets),
+ *                   spec_decode_acceptance_rate in PERCENT,
+ *                   spec_decode_acceptance_length, …_num_drafts,
+ *                   …_draft_tokens, …_accepted_tokens,
+ *                   …_per_position_acceptance_rates); every other field is
+ *                   specbed's own and starts with "specbed_"
+ *   outputs.jsonl   the text of every request ("reasoning" too when the
+ *                   server streamed any; "error" for failed ones): evidence
+ *                   for the canary and its --calibrate
  *
  * Goodput (vLLM's --goodput): a request is good when every given SLO holds
  * (ttft ≤ X ms, tpot ≤ Y ms, e2el ≤ Z ms); request_goodput = good ÷ duration. */
@@ -25,6 +31,8 @@ typedef struct {
 } ld_pcts;
 
 int  ld_pcts_parse(const char *s, ld_pcts *out, char *err, size_t errlen);
+/* The key word vLLM gives percentile p (str(int(p)) or str(p)): "99", "99.9". */
+void ld_pct_word(double p, char *out, size_t outlen);
 
 /* The summary as JSON (caller frees with cJSON_Delete). */
 cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pcts);

@@ -10,16 +10,52 @@
 #include <time.h>
 #include <unistd.h>
 
-/* "[2025-02-27 04:37:29 TP0] ..." → seconds; -1 when no such prefix. */
-static int parse_ts(const char *line, double *ts) {
-    const char *p = line;
-    while (*p == ' ') p++;
-    if (*p != '[') return -1;
-    int Y, M, D, h, m, s;
-    if (sscanf(p + 1, "%4d-%2d-%2d %2d:%2d:%2d", &Y, &M, &D, &h, &m, &s) != 6) return -1;
-    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = s};
-    *ts = (double)timegm(&tm);
+/* n decimal digits at p → *v; 0 when they are there. */
+static int digits(const char *p, int n, int *v) {
+    int x = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return -1;
+        x = 10 * x + (p[i] - '0');
+    }
+    *v = x;
     return 0;
+}
+
+/* A timestamp starting at p: "YYYY-MM-DD HH:MM:SS" (SGLang's default
+ * datefmt; 'T' also accepted) or "MM-DD HH:MM:SS" (newer SGLang datefmt,
+ * vLLM-style "INFO 11-29 18:00:00"), optionally with ",mmm" / ".mmm".
+ * A date without a year is read in 2000 (only differences are used). */
+static int ts_at(const char *p, double *ts) {
+    int Y = 2000, M, D, h, m, s;
+    const char *q = p;
+    if (!digits(q, 4, &Y) && q[4] == '-') q += 5;
+    else Y = 2000;
+    if (digits(q, 2, &M) || q[2] != '-' || digits(q + 3, 2, &D) || (q[5] != ' ' && q[5] != 'T')) return -1;
+    q += 6;
+    if (digits(q, 2, &h) || q[2] != ':' || digits(q + 3, 2, &m) || q[5] != ':' || digits(q + 6, 2, &s)) return -1;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || s > 60) return -1;
+    q += 8;
+    double frac = 0, scale = 0.1;
+    if ((*q == '.' || *q == ',') && q[1] >= '0' && q[1] <= '9')
+        for (q++; *q >= '0' && *q <= '9'; q++, scale *= 0.1) frac += (*q - '0') * scale;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = s};
+    *ts = (double)timegm(&tm) + frac;
+    return 0;
+}
+
+/* The line's timestamp, wherever the prefix before "Decode batch" puts it:
+ *   [2025-02-27 04:37:29 TP0] Decode batch…            SGLang (prefix " TP0", " DP0 TP0 EP0", …)
+ *   [11-29 18:00:00 TP0] Decode batch…                  newer SGLang datefmt
+ *   [2026-11-29 18:00:00,123] …  /  INFO 11-29 18:00:00 [scheduler.py:1] …   Python logging / vLLM-style configs
+ *   (SchedulerActor pid=123) [2026-11-29 18:00:00 TP0] Decode batch…          Ray actor prefix
+ * ANSI colour codes are skipped. -1 when the prefix holds no timestamp. */
+static int parse_ts(const char *line, const char *end, double *ts) {
+    for (const char *p = line; p < end; p++) {
+        if (*p < '0' || *p > '9') continue;
+        if (p > line && p[-1] >= '0' && p[-1] <= '9') continue;   /* not the start of a number */
+        if (!ts_at(p, ts)) return 0;
+    }
+    return -1;
 }
 
 static double num(const char *v) {
@@ -33,7 +69,7 @@ int sgl_parse_line(const char *line, sgl_line *o) {
     if (!p) return 0;
     memset(o, 0, sizeof *o);
     o->running = o->tokens = o->token_usage = o->accept_len = o->accept_rate = o->gen_tps = o->queue = NAN;
-    o->has_ts = parse_ts(line, &o->ts) == 0;
+    o->has_ts = parse_ts(line, p, &o->ts) == 0;
     p += strlen("Decode batch");
     if (*p == ' ' && p[1] == '[') {            /* SGLANG_LOG_FORWARD_ITERS: "Decode batch [123]," */
         const char *q = strchr(p, ']');
@@ -79,6 +115,8 @@ int sgl_parse_line(const char *line, sgl_line *o) {
     if (isnan(o->token_usage)) o->token_usage = isnan(swa_usage) ? full_usage : fmax(full_usage, swa_usage);
     return fields > 0;
 }
+
+#define SGL_MAX_LINE (1u << 20)   /* 1 MiB: a log line longer than this is dropped */
 
 struct sgl_tail {
     int fd, own, eof;
@@ -136,6 +174,7 @@ static void handle_line(sgl_tail *t, char *line, int live, double now, void (*cb
     r.accept_rate = L.accept_rate;
     r.gen_tps = L.gen_tps;
     r.line_no = t->line_no;
+    r.basis = IV_BASIS_LOG;
     t->rows++;
     cb(ctx, &r);
 }
@@ -169,6 +208,9 @@ int sgl_tail_poll(sgl_tail *t, int live, double now, void (*cb)(void *, const iv
         size_t rest = t->len - (size_t)(s - t->buf);
         memmove(t->buf, s, rest);
         t->len = rest;
+        /* A line that never ends is not a Decode batch line: keep its
+         * start's line count right and drop it rather than grow. */
+        if (t->len > SGL_MAX_LINE) t->len = 0;
     }
     /* An offline scan's last line may lack its newline. */
     if (t->eof && !live && t->len) {

@@ -8,7 +8,10 @@
  * with hybrid-model token fields in place of #token / token usage
  * (#full token, full token usage, #swa token, swa token usage, mamba num,
  * mamba usage), PD-disaggregation fields, and lines with or without the
- * timestamp prefix. specbed serve prints the same shape on stderr.
+ * timestamp prefix, wherever the logging config puts it: "[2025-02-27
+ * 04:37:29 TP0]", "[11-29 18:00:00 DP0 TP0]", "[… ,123]", "INFO 11-29
+ * 18:00:00 [file.py:1]", behind a Ray "(SchedulerActor pid=123) " prefix or
+ * ANSI colours. specbed serve prints the same shape on stderr.
  * Fields this parser does not know are ignored, so a new field never breaks it. */
 #ifndef SPECBED_BENCH_METRICS_SGLANG_H
 #define SPECBED_BENCH_METRICS_SGLANG_H
@@ -17,8 +20,8 @@
 
 typedef struct {
     int new_format;          /* "Decode batch," (1) or "Decode batch." (0) */
-    int has_ts;              /* a [YYYY-MM-DD HH:MM:SS …] prefix was present */
-    double ts;               /* its time, seconds (UTC reading of the printed fields) */
+    int has_ts;              /* a timestamp was found before "Decode batch" */
+    double ts;               /* its time, seconds (UTC reading of the printed fields; year 2000 when none is printed) */
     double running, tokens, token_usage, accept_len, accept_rate, gen_tps, queue;   /* NaN when absent */
 } sgl_line;
 

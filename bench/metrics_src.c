@@ -16,6 +16,16 @@ void iv_row_clear(iv_row *r) {
     r->inflight = r->client_tps = NAN;
 }
 
+static const char *const BASIS[] = {"client", "step", "completion", "log", "gauge"};
+
+const char *iv_basis_name(iv_basis b) { return (unsigned)b < 5 ? BASIS[b] : "?"; }
+
+int iv_basis_from_name(const char *s, iv_basis *out) {
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, BASIS[i])) { *out = (iv_basis)i; return 0; }
+    return -1;
+}
+
 static const char *const NAMES[] = {"auto", "specbed", "vllm", "llamacpp", "sglang", "none"};
 
 const char *msrc_name(msrc_kind k) { return (unsigned)k < 6 ? NAMES[k] : "?"; }
@@ -85,7 +95,8 @@ int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t err
         out->running = get(&d, px, "num_requests_running", NULL);
         out->waiting = get(&d, px, "num_requests_waiting", NULL);
     }
-    /* Per-position counters: position labels 0..IV_MAX_POS-1, contiguous. */
+    /* Per-position counters by their position label 0..IV_MAX_POS-1; which
+     * ones were present is kept (a lazily created series is not a zero). */
     char full[160];
     snprintf(full, sizeof full, "%sspec_decode_num_accepted_tokens_per_pos_total", px);
     for (int i = 0; i < IV_MAX_POS; i++) {
@@ -93,9 +104,9 @@ int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t err
         snprintf(pos, sizeof pos, "%d", i);
         int n;
         double v = prom_sum(&d, full, "position", pos, &n);
-        if (!n) break;
+        if (!n) continue;
         out->per_pos[i] = v;
-        out->n_pos = i + 1;
+        out->pos_mask |= 1u << i;
     }
     prom_free(&d);
     return 0;
@@ -106,24 +117,60 @@ static double delta(double a, double b) {
     return b - a;
 }
 
+/* The deepest position the run can have drafted (module comment), given the
+ * accepted counts dp[0..n-1] (NaN = not reported), S drafts and D draft
+ * tokens; n - 1 when the counts do not allow the bound. */
+static int deepest_drafted(const double *dp, int n, double S, double D) {
+    if (!(S > 0) || isnan(D) || D < S) return n - 1;
+    double suf[IV_MAX_POS];
+    double m = 0;
+    int last_acc = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (!isnan(dp[i]) && dp[i] > m) m = dp[i];
+        if (!isnan(dp[i]) && dp[i] > 0 && !last_acc) last_acc = i;
+        suf[i] = m;
+    }
+    double need = S;
+    int deepest = 0;
+    for (int p = 1; p < n; p++) {
+        need += suf[p] > 1 ? suf[p] : 1;
+        if (need > D + 1e-9) break;
+        deepest = p;
+    }
+    return deepest > last_acc ? deepest : last_acc;   /* an accepted count is proof of drafting */
+}
+
 void msnap_totals(const msnap *a, const msnap *b, mtotals *out) {
     memset(out, 0, sizeof *out);
     double steps = delta(a->steps, b->steps), committed = delta(a->committed, b->committed);
     int by_steps = !isnan(steps) && !isnan(committed);
-    out->drafts = by_steps ? steps : delta(a->drafts, b->drafts);
+    out->num_drafts = delta(a->drafts, b->drafts);
+    out->steps = by_steps ? steps : NAN;
+    out->drafts = by_steps ? steps : out->num_drafts;
     out->draft_tokens = delta(a->draft_tokens, b->draft_tokens);
     out->accepted = delta(a->accepted, b->accepted);
     out->accept_len = out->accept_rate = NAN;
     if (by_steps && steps > 0) out->accept_len = committed / steps;
     else if (!by_steps && out->drafts > 0 && !isnan(out->accepted)) out->accept_len = 1.0 + out->accepted / out->drafts;
     if (out->draft_tokens > 0 && !isnan(out->accepted)) out->accept_rate = out->accepted / out->draft_tokens;
-    int np = a->n_pos < b->n_pos ? a->n_pos : b->n_pos;
-    if (out->drafts > 0) {
-        for (int i = 0; i < np; i++) {
-            double dp = delta(a->per_pos[i], b->per_pos[i]);
-            out->pos_rate[i] = isnan(dp) ? NAN : dp / out->drafts;
-        }
-        out->n_pos = np;
+    for (int i = 0; i < IV_MAX_POS; i++) out->pos_rate[i] = NAN;
+    if (!(out->drafts > 0)) return;
+    unsigned any = a->pos_mask | b->pos_mask;
+    int n = 0;
+    for (int i = 0; i < IV_MAX_POS; i++) if (any >> i & 1) n = i + 1;
+    double dp[IV_MAX_POS];
+    for (int i = 0; i < n; i++) {
+        int in_a = a->pos_mask >> i & 1, in_b = b->pos_mask >> i & 1;
+        dp[i] = NAN;
+        if (!in_a && !in_b) continue;                       /* never created: not reported */
+        double va = in_a ? a->per_pos[i] : 0.0;             /* created during the run: counts from 0 */
+        double vb = in_b ? b->per_pos[i] : va;              /* vanished: no change (vLLM's rule) */
+        dp[i] = delta(va, vb);
+    }
+    int deepest = deepest_drafted(dp, n, out->num_drafts, out->draft_tokens);
+    for (int i = 0; i <= deepest && i < n; i++) {
+        out->pos_rate[i] = isnan(dp[i]) ? NAN : dp[i] / out->drafts;
+        if (!isnan(out->pos_rate[i])) out->n_pos = i + 1;
     }
 }
 
@@ -133,6 +180,7 @@ void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, doub
     r->t_end = t1;
     r->running = b->running;
     r->waiting = b->waiting;
+    r->basis = k == MSRC_SGLANG ? IV_BASIS_GAUGE : k == MSRC_LLAMACPP ? IV_BASIS_COMPLETION : IV_BASIS_STEP;
     double dt = t1 - t0;
     double dg = delta(a->gen_tokens, b->gen_tokens);
     if (dt > 0 && !isnan(dg)) r->gen_tps = dg / dt;

@@ -10,8 +10,11 @@
  *             engine/model_name labels, summed over engines)
  *   llamacpp  llamacpp:spec_decode_num_drafts_total (verification steps),
  *             …_num_draft_tokens_total, …_num_accepted_tokens_total,
+ *             …_num_accepted_tokens_per_pos_total{position="i"} (written only
+ *             once a drafted request has finished: absent on a cold server),
  *             llamacpp:tokens_predicted_total, llamacpp:requests_processing /
- *             _deferred (no per-position counter)
+ *             _deferred. A slot adds its counts when it is released, so these
+ *             counters move at request COMPLETION (interval basis "completion")
  *   sglang    gauges sglang:spec_accept_length, sglang:spec_accept_rate,
  *             sglang:num_running_reqs, sglang:num_queue_reqs, sglang:gen_throughput
  *             — SGLang's per-interval truth is its "Decode batch" log line
@@ -24,7 +27,18 @@
  * tokens they committed (specbed), those are used instead: accept length =
  * Δcommitted ÷ Δsteps and the per-position denominator is Δsteps, so steps
  * in which the drafter proposed nothing count too (DESIGN §4), and
- * 1 + Σ_i rate_i equals the measured accept length at the depth run. */
+ * 1 + Σ_i rate_i equals the measured accept length at the depth run.
+ *
+ * Per-position series are matched by their position label, not by order:
+ * a series absent from the start snapshot counts from 0 (llama.cpp and
+ * vLLM create them lazily), and a position absent from both is not
+ * reported. Positions the run provably never drafted are left out rather
+ * than reported as 0: every draft fills position 0 and a draft that reaches
+ * position i filled every position before it, so with D draft tokens over S
+ * drafts position p was drafted at most if S + Σ_{0<i≤p} max(1, a_i) ≤ D
+ * (a_i = the most accepted at any position ≥ i); deeper positions are
+ * dropped (e.g. a server built for depth 4 whose run drafted one token per
+ * step reports position 0 only). */
 #ifndef SPECBED_BENCH_METRICS_SRC_H
 #define SPECBED_BENCH_METRICS_SRC_H
 #include <stddef.h>
@@ -43,7 +57,7 @@ typedef struct {
     int has_spec;            /* the speculative counters were present */
     double drafts, draft_tokens, accepted, gen_tokens;
     double steps, committed;           /* sequence verify steps and their committed tokens (specbed); NaN absent */
-    int n_pos;
+    unsigned pos_mask;                 /* bit i: the per-position series for position i was present */
     double per_pos[IV_MAX_POS];
     double running, waiting;           /* gauges; NaN when absent */
     double g_accept_len, g_accept_rate, g_gen_tps;   /* SGLang gauges; NaN otherwise */
@@ -60,10 +74,13 @@ void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, doub
  * (NaN when no drafts). */
 typedef struct {
     double drafts;               /* the accept-length denominator: verify steps where counted, else drafts */
+    double num_drafts;           /* Δ …_num_drafts_total: proposals verified (vLLM's spec_decode_num_drafts) */
+    double steps;                /* Δ sequence verify steps (specbed); NaN where the source has none */
     double draft_tokens, accepted;
-    double accept_len, accept_rate;
+    double accept_len;           /* committed ÷ steps, else 1 + accepted ÷ drafts */
+    double accept_rate;          /* accepted ÷ draft tokens, a FRACTION (summary.json prints vLLM's percent) */
     int n_pos;
-    double pos_rate[IV_MAX_POS];
+    double pos_rate[IV_MAX_POS]; /* NaN = position not reported (see the top of this file) */
 } mtotals;
 void msnap_totals(const msnap *a, const msnap *b, mtotals *out);
 #endif

@@ -21,7 +21,7 @@ typedef struct {
     char dir[512];                 /* first repeat's run directory, relative to the sweep */
     double tps, req_tps, failed, completed;
     double ttft_mean, n_out, ttft_p50, ttft_p99, itl_p50, itl_p99, tpot_mean, tpot_p50, tpot_p99, e2el_mean;
-    double al, ar, min_iv_al;
+    double al, ar, min_iv_al;   /* accept length; acceptance rate in percent (vLLM's unit); lowest interval accept length */
     int n_pos;
     double pos[RP_MAX_POS];
 } rp_cell;

@@ -111,7 +111,8 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
         c->e2el_mean = mean_acc(c->e2el_mean, csvt_num(&t, r, "mean_e2el_ms"), n);
         c->al = mean_acc(c->al, csvt_num(&t, r, "spec_decode_acceptance_length"), n);
         c->ar = mean_acc(c->ar, csvt_num(&t, r, "spec_decode_acceptance_rate"), n);
-        double mi = csvt_num(&t, r, "min_interval_accept_length");
+        double mi = csvt_num(&t, r, "specbed_min_interval_accept_length");
+        if (isnan(mi)) mi = csvt_num(&t, r, "min_interval_accept_length");   /* sweeps written before the specbed_ prefix */
         if (!isnan(mi) && !(mi >= c->min_iv_al)) c->min_iv_al = mi;
         for (int k = 0; k < RP_MAX_POS; k++) {
             char col[16];

@@ -106,14 +106,14 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         fprintf(f, " | %d | %s |\n", L->findings, note);
     }
 
-    fprintf(f, "\n## Every cell (repeats averaged)\n\n| drafter | depth | workload | conc | reps | accept len | accept rate "
+    fprintf(f, "\n## Every cell (repeats averaged)\n\n| drafter | depth | workload | conc | reps | accept len | accept rate %% "
                "| tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | TPOT mean ms | min interval accept len | failed |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_cells; i++) {
         const rp_cell *c = &s->cells[i];
         fprintf(f, "| %s | %d | %s | %d | %d | ", c->drafter, c->depth, c->workload, c->conc, c->n_rep);
         num(f, "%.3f", c->al); fputs(" | ", f);
-        num(f, "%.3f", c->ar); fputs(" | ", f);
+        num(f, "%.1f", c->ar); fputs(" | ", f);
         num(f, "%.1f", c->tps); fputs(" | ", f);
         num(f, "%.2f", c->req_tps); fputs(" | ", f);
         num(f, "%.1f", c->ttft_p50); fputs(" / ", f); num(f, "%.1f", c->ttft_p99); fputs(" | ", f);

@@ -134,8 +134,8 @@ static const char *RUN_COLS[] = {
     "drafter", "depth", "workload", "concurrency", "repeat", "dir", "completed", "failed", "duration",
     "request_throughput", "output_throughput", "total_output_tokens", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_e2el_ms",
-    "p99_e2el_ms", "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "min_interval_accept_length",
-    "num_intervals"};
+    "p99_e2el_ms", "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "specbed_min_interval_accept_length",
+    "specbed_num_intervals", "specbed_metrics_scrapes_failed"};
 enum { N_RUN_COLS = sizeof RUN_COLS / sizeof *RUN_COLS, MAX_POS_COLS = 16 };
 
 static void write_run_header(FILE *f) {
@@ -159,7 +159,7 @@ static void write_run_row(FILE *f, const char *drafter, int depth, const char *w
         if (cJSON_IsNumber(v)) csv_row_fieldf(&r, "%.6g", v->valuedouble);
         else csv_row_field(&r, "");
     }
-    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "spec_decode_per_position_acceptance_rate");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "spec_decode_per_position_acceptance_rates");
     for (int p = 0; p < MAX_POS_COLS; p++) {
         const cJSON *v = cJSON_GetArrayItem(pp, p);
         if (cJSON_IsNumber(v)) csv_row_fieldf(&r, "%.6g", v->valuedouble);
@@ -183,7 +183,8 @@ static cJSON *manifest(const sweep_opts *o) {
     for (int i = 0; i < o->n_drafters; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->drafters[i]));
     cJSON_AddNumberToObject(j, "repeats", o->repeats);
     cJSON_AddNumberToObject(j, "num_prompts", o->lo.c.num_prompts);
-    cJSON_AddNumberToObject(j, "max_tokens", o->lo.c.max_tokens);
+    if (o->lo.c.max_tokens > 0) cJSON_AddNumberToObject(j, "max_tokens", o->lo.c.max_tokens);
+    else cJSON_AddStringToObject(j, "max_tokens_source", "workload rows (128 where a row has none)");
     cJSON_AddNumberToObject(j, "temperature", o->lo.c.temperature);
     cJSON_AddNumberToObject(j, "block_size", o->block_size);
     cJSON_AddStringToObject(j, "block_size_source", o->block_src);
@@ -327,7 +328,7 @@ static int run_sweep(sweep_opts *o) {
                         fprintf(stderr, "sweep: %s: evidence in %s/evidence.txt (a weak drafter can sit at or below the "
                                 "accept-length threshold while healthy: see --canary-threshold, --canary-calibrate)\n",
                                 label, cdir);
-                    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : v->failed ? "fail" : "pass");
+                    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : cv_verdict_name(v));
                     if (!isnan(v->first_flag_s)) cJSON_AddNumberToObject(C, "first_flag_s", v->first_flag_s);
                     cJSON_AddNumberToObject(C, "findings", cr.n_findings);
                     cJSON *rs = cJSON_AddArrayToObject(C, "reasons");
@@ -365,6 +366,11 @@ static int run_sweep(sweep_opts *o) {
                         }
                         if (ld_write_outputs(rdir, &c, res, &o->lo.pcts, err, sizeof err))
                             fprintf(stderr, "sweep: %s: %s\n", rel, err);
+                        if (res->n_scrapes_failed)
+                            fprintf(stderr, "sweep: %s: %d of %d /metrics scrape(s) failed (first: %s)\n", rel,
+                                    res->n_scrapes_failed, res->n_scrapes, res->scrape_error);
+                        if (res->spec_depth_ignored)
+                            fprintf(stderr, "sweep: %s: WARNING: %s\n", rel, res->note);
                         for (int k = 0; k < res->n_iv; k++)
                             if (cv_interval_judged(&res->iv[k], o->min_drafts) && !(res->iv[k].accept_len >= run_min))
                                 run_min = res->iv[k].accept_len;

@@ -40,7 +40,9 @@ T 60 "$BIN" load --url "$URL" --workload "$WL" --num-prompts 8 --concurrency 4 -
     --out "$WORK/load" --quiet >"$WORK/load.txt" 2>&1 || fail "load exited $? ($(tail -3 "$WORK/load.txt"))"
 for f in requests.csv intervals.csv summary.json outputs.jsonl; do [ -s "$WORK/load/$f" ] || fail "load: no $f"; done
 grep -q '"completed":[[:space:]]*8' "$WORK/load/summary.json" || fail "load: not 8 completed: $(cat "$WORK/load/summary.json")"
-grep -q '"metrics_source":[[:space:]]*"specbed"' "$WORK/load/summary.json" || fail "load: metrics source not detected"
+grep -q '"specbed_metrics_source":[[:space:]]*"specbed"' "$WORK/load/summary.json" || fail "load: metrics source not detected"
+grep -q '"spec_decode_per_position_acceptance_rates"' "$WORK/load/summary.json" || fail "load: no per-position rates (vLLM's key)"
+grep -q '"specbed_metrics_scrapes_failed":[[:space:]]*0' "$WORK/load/summary.json" || fail "load: scrapes failed against a healthy server"
 grep -Eq '"spec_decode_acceptance_length":[[:space:]]*[2-5]([.,]|$)' "$WORK/load/summary.json" || fail "load: no accept length"
 
 # first clean canary: its scores are the clean level for --calibrate

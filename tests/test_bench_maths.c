@@ -141,10 +141,15 @@ static void test_summary(void) {
     r.n_iv = 2;
     r.has_totals = 1;
     r.totals.accept_len = 2.75;
-    r.totals.drafts = 100;
+    r.totals.drafts = r.totals.num_drafts = 100;
+    r.totals.steps = NAN;
+    r.totals.draft_tokens = 200;
+    r.totals.accepted = 175;
+    r.totals.accept_rate = 0.875;
     r.totals.n_pos = 2;
     r.totals.pos_rate[0] = 0.9;
     r.totals.pos_rate[1] = 0.85;
+    q[1].t_send = 1.5;             /* its one chunk lands in the second 1-second bucket */
     ld_pcts pc;
     CHECK(!ld_pcts_parse("50,99.9", &pc, NULL, 0) && pc.n == 2);
     cJSON *j = ld_summary_json(&c, &r, &pc);
@@ -156,12 +161,57 @@ static void test_summary(void) {
     CHECK(NEAR(jnum_(j, "request_goodput"), 0.5));
     CHECK(CLOSE(jnum_(j, "mean_ttft_ms"), 400.0 / 3, 1e-6) && CLOSE(jnum_(j, "median_ttft_ms"), 100, 1e-9));
     CHECK(CLOSE(jnum_(j, "mean_tpot_ms"), (100 + 20 + 20) / 3.0, 1e-6));
-    CHECK(CLOSE(jnum_(j, "median_itl_ms"), 20, 1e-9) && CLOSE(jnum_(j, "p99_9_itl_ms"), 29.98, 1e-6));
+    /* percentile keys are vLLM's str(p): p99.9, not p99_9 */
+    CHECK(CLOSE(jnum_(j, "median_itl_ms"), 20, 1e-9) && CLOSE(jnum_(j, "p99.9_itl_ms"), 29.98, 1e-6));
+    CHECK(CLOSE(jnum_(j, "p50_ttft_ms"), 100, 1e-9) && !cJSON_GetObjectItemCaseSensitive(j, "p99_9_itl_ms"));
     CHECK(CLOSE(jnum_(j, "mean_e2el_ms"), 600, 1e-6));
-    CHECK(NEAR(jnum_(j, "spec_decode_acceptance_length"), 2.75) && NEAR(jnum_(j, "min_interval_accept_length"), 2.5));
-    CHECK(NEAR(jnum_(j, "max_output_tokens_per_s"), 30));
-    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rate")) == 2);
+    /* vLLM's spec-decode names and units: acceptance rate in percent */
+    CHECK(NEAR(jnum_(j, "spec_decode_acceptance_length"), 2.75) && NEAR(jnum_(j, "spec_decode_acceptance_rate"), 87.5));
+    CHECK(NEAR(jnum_(j, "spec_decode_num_drafts"), 100) && NEAR(jnum_(j, "spec_decode_draft_tokens"), 200) &&
+          NEAR(jnum_(j, "spec_decode_accepted_tokens"), 175));
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rates")) == 2);
+    CHECK(NEAR(jnum_(j, "specbed_min_interval_accept_length"), 2.5) && jnum_(j, "specbed_num_intervals") == 2);
+    /* 1-second buckets of chunk arrivals (vLLM's), not the interval series
+     * (whose client_tps says 30): q0 0.1 s, q2 0.1/0.11/0.13/0.16 s → 5 in
+     * second 0; q1 at 1.7 s → 1 in second 1 */
+    CHECKF(NEAR(jnum_(j, "max_output_tokens_per_s"), 5), "max_output_tokens_per_s %g", jnum_(j, "max_output_tokens_per_s"));
+    /* peak in flight: q0 [0, 1.1), q2 [0, 0.3), q1 [1.5, 1.9) → 2 */
+    CHECK(NEAR(jnum_(j, "max_concurrent_requests"), 2));
+    CHECK(NEAR(jnum_(j, "max_concurrency"), 1) && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "request_rate")), "inf"));
+    /* per-row max_tokens are said, not written as "max_tokens": 0 */
+    CHECK(!cJSON_GetObjectItemCaseSensitive(j, "max_tokens") &&
+          strstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "specbed_max_tokens_source")), "workload rows"));
+    /* every field vLLM bench serve does not write is specbed's, by its prefix */
+    static const char *const VLLM[] = {"date", "endpoint_type", "backend", "model_id", "num_prompts", "request_rate",
+                                       "burstiness", "max_concurrency", "duration", "completed", "failed",
+                                       "total_input_tokens", "total_output_tokens", "request_throughput",
+                                       "request_goodput", "output_throughput", "total_token_throughput",
+                                       "max_output_tokens_per_s", "max_concurrent_requests", NULL};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, j) {
+        const char *k = e->string;
+        int known = !strncmp(k, "specbed_", 8) || !strncmp(k, "spec_decode_", 12);
+        for (int i = 0; VLLM[i] && !known; i++) known = !strcmp(k, VLLM[i]);
+        if (!known) {
+            const char *u = strrchr(k, '_');
+            known = u && !strcmp(u, "_ms") && (!strncmp(k, "mean_", 5) || !strncmp(k, "median_", 7) ||
+                                               !strncmp(k, "std_", 4) || k[0] == 'p');
+        }
+        CHECKF(known, "summary key '%s' is neither vLLM's nor specbed_-prefixed", k);
+    }
     cJSON_Delete(j);
+    /* no drafting: no spec_decode_* fields at all (vLLM writes none) */
+    r.totals.draft_tokens = 0;
+    j = ld_summary_json(&c, &r, &pc);
+    CHECK(j && !cJSON_GetObjectItemCaseSensitive(j, "spec_decode_acceptance_rate") &&
+          !cJSON_GetObjectItemCaseSensitive(j, "spec_decode_acceptance_length"));
+    cJSON_Delete(j);
+    char w[32];
+    ld_pct_word(99, w, sizeof w);   CHECK(!strcmp(w, "99"));
+    ld_pct_word(99.9, w, sizeof w); CHECK(!strcmp(w, "99.9"));
+    ld_pct_word(99.99, w, sizeof w); CHECK(!strcmp(w, "99.99"));
+    ld_pct_word(0.5, w, sizeof w);  CHECK(!strcmp(w, "0.5"));
+    ld_pct_word(12.345, w, sizeof w); CHECK(!strcmp(w, "12.345"));
     CHECK(ld_pcts_parse("0,50", &pc, NULL, 0) == -1 && ld_pcts_parse("abc", &pc, NULL, 0) == -1);
 }
 

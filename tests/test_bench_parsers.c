@@ -3,8 +3,10 @@
  * formats (tests/fixtures/metrics, written by scripts/make_bench_fixtures.py):
  * vLLM, llama.cpp, specbed and SGLang /metrics, SGLang "Decode batch" log
  * lines of both generations (and hybrid / PD / iteration variants), interval
- * arithmetic between two snapshots, the SSE framing, workload JSONL forms,
- * and the interval CSV round trip. */
+ * arithmetic between two snapshots (a cold llama-server's per-position
+ * series, positions never drafted), SGLang timestamp prefixes, the SSE
+ * framing and its size caps, workload JSONL forms, and the interval CSV
+ * round trip. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,14 @@
 #include "workload.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+static char *bench_fixture(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/fixtures/bench/%s", name);
+    char *t = tu_read_file(tu_path(rel), NULL);
+    CHECKF(t != NULL, "cannot read %s", rel);
+    return t;
+}
 
 static char *fixture(const char *name) {
     char rel[256];
@@ -81,7 +91,7 @@ static void test_detect(void) {
 static void test_vllm_interval(void) {
     msnap a, b;
     snaps(MSRC_VLLM, "vllm_a.txt", "vllm_b.txt", &a, &b);
-    CHECK(a.has_spec && a.n_pos == 3 && NEAR(a.running, 4) && NEAR(a.waiting, 2));
+    CHECK(a.has_spec && a.pos_mask == 7u && NEAR(a.running, 4) && NEAR(a.waiting, 2));
     iv_row r;
     msnap_interval(MSRC_VLLM, &a, &b, 10, 15, &r);
     CHECK(NEAR(r.drafts, 200) && NEAR(r.draft_tokens, 600) && NEAR(r.accepted, 280));
@@ -103,17 +113,90 @@ static void test_vllm_interval(void) {
 static void test_llamacpp_interval(void) {
     msnap a, b;
     snaps(MSRC_LLAMACPP, "llamacpp_a.txt", "llamacpp_b.txt", &a, &b);
-    CHECK(a.has_spec && a.n_pos == 0);
+    CHECK(a.has_spec && a.pos_mask == 0);
     iv_row r;
     msnap_interval(MSRC_LLAMACPP, &a, &b, 0, 2, &r);
     CHECK(NEAR(r.drafts, 20) && NEAR(r.accept_len, 1 + 440.0 / 20) && NEAR(r.accept_rate, 440.0 / 800));
     CHECK(r.n_pos == 0 && NEAR(r.gen_tps, 500) && NEAR(r.running, 2) && NEAR(r.waiting, 3));
 }
 
+/* A cold llama-server has no per-position series until a drafted request
+ * finishes: the series missing from the first snapshot count from 0 (they
+ * used to wipe every position), in the current /metrics format. */
+static void test_llamacpp_cold(void) {
+    char *tc = bench_fixture("llamacpp_cold.txt"), *tw = bench_fixture("llamacpp_warm.txt");
+    if (!tc || !tw) { free(tc); free(tw); return; }
+    CHECK(msrc_detect(tc) == MSRC_LLAMACPP && msrc_detect(tw) == MSRC_LLAMACPP);
+    msnap a, b;
+    CHECK(!msnap_parse(MSRC_LLAMACPP, tc, &a, NULL, 0) && !msnap_parse(MSRC_LLAMACPP, tw, &b, NULL, 0));
+    CHECK(a.has_spec && a.pos_mask == 0 && b.pos_mask == 15u && NEAR(b.per_pos[3], 40));
+    iv_row r;
+    msnap_interval(MSRC_LLAMACPP, &a, &b, 0, 5, &r);
+    CHECKF(r.n_pos == 4, "cold → warm: %d positions, want 4", r.n_pos);
+    CHECK(NEAR(r.pos_rate[0], 90.0 / 96) && NEAR(r.pos_rate[1], 75.0 / 96) && NEAR(r.pos_rate[2], 55.0 / 96) &&
+          NEAR(r.pos_rate[3], 40.0 / 96));
+    CHECK(NEAR(r.accept_len, 1 + 260.0 / 96) && NEAR(r.accept_rate, 260.0 / 384));
+    CHECK(NEAR(1 + r.pos_rate[0] + r.pos_rate[1] + r.pos_rate[2] + r.pos_rate[3], r.accept_len));
+    CHECK(r.basis == IV_BASIS_COMPLETION && !strcmp(iv_basis_name(r.basis), "completion"));
+    CHECK(NEAR(r.gen_tps, 356.0 / 5));
+    mtotals t;
+    msnap_totals(&a, &b, &t);
+    CHECK(t.n_pos == 4 && NEAR(t.num_drafts, 96) && isnan(t.steps) && NEAR(t.pos_rate[3], 40.0 / 96));
+    /* neither snapshot has the series (no drafted request finished yet): no positions, not zeros */
+    msnap_totals(&a, &a, &t);
+    CHECK(t.n_pos == 0);
+    /* a position whose series appears only at the end counts from 0; one
+     * absent from both snapshots is not reported */
+    msnap x = b, y = b;
+    x.pos_mask = 1u;                      /* position 0 only at the start */
+    y.pos_mask = 1u | 4u;                 /* positions 0 and 2 at the end; 1 never created */
+    y.drafts = x.drafts + 10;
+    y.draft_tokens = x.draft_tokens + 40;
+    y.accepted = x.accepted + 15;
+    y.per_pos[0] = x.per_pos[0] + 9;
+    y.per_pos[2] = 6;
+    msnap_totals(&x, &y, &t);
+    CHECK(t.n_pos == 3 && NEAR(t.pos_rate[0], 0.9) && isnan(t.pos_rate[1]) && NEAR(t.pos_rate[2], 0.6));
+    free(tc);
+    free(tw);
+}
+
+/* Positions a run provably never drafted are left out, not reported as 0:
+ * a depth-4 server (all four series present) whose run drafted one token
+ * per step reports position 0 only. */
+static void test_pos_never_drafted(void) {
+    msnap a, b;
+    memset(&a, 0, sizeof a);
+    a.steps = a.committed = NAN;
+    a.pos_mask = 15u;
+    b = a;
+    b.drafts = 50;
+    b.draft_tokens = 50;          /* one token per draft */
+    b.accepted = 30;
+    b.per_pos[0] = 30;
+    mtotals t;
+    msnap_totals(&a, &b, &t);
+    CHECKF(t.n_pos == 1 && NEAR(t.pos_rate[0], 0.6), "n_pos %d, want 1", t.n_pos);
+    /* one draft token more than drafts: one draft may have reached position 1
+     * (its 0 is kept), none can have reached 2 */
+    b.draft_tokens = 51;
+    msnap_totals(&a, &b, &t);
+    CHECK(t.n_pos == 2 && NEAR(t.pos_rate[1], 0));
+    /* enough draft tokens that any position may have been drafted: all kept */
+    b.draft_tokens = 200;
+    msnap_totals(&a, &b, &t);
+    CHECK(t.n_pos == 4 && NEAR(t.pos_rate[3], 0));
+    /* an accepted count is proof of drafting, whatever the bound says */
+    b.draft_tokens = 50;
+    b.per_pos[2] = 1;
+    msnap_totals(&a, &b, &t);
+    CHECK(t.n_pos == 3);
+}
+
 static void test_specbed_interval(void) {
     msnap a, b;
     snaps(MSRC_SPECBED, "specbed_a.txt", "specbed_b.txt", &a, &b);
-    CHECK(a.n_pos == 4 && NEAR(a.steps, 50) && NEAR(a.committed, 150));
+    CHECK(a.pos_mask == 15u && NEAR(a.steps, 50) && NEAR(a.committed, 150));
     iv_row r;
     msnap_interval(MSRC_SPECBED, &a, &b, 0, 4, &r);
     /* specbed counts verify steps: accept length = committed / steps */
@@ -165,12 +248,42 @@ static void test_sglang_lines(void) {
     CHECK(!sgl_parse_line("[2025-01-07 20:16:02 TP0] Prefill batch. #new-seq: 1, #new-token: 48", &L));
     CHECK(!sgl_parse_line("INFO: 127.0.0.1 - \"POST /v1/completions HTTP/1.1\" 200 OK", &L));
     CHECK(!sgl_parse_line("Decode batchXYZ", &L));
+    /* a number in the message is not a timestamp */
+    CHECK(sgl_parse_line("Decode batch, #running-req: 3, #token: 2026, gen throughput (token/s): 1.0", &L) && !L.has_ts);
 }
 
 typedef struct { iv_row r[32]; int n; } rows_t;
 static void collect(void *ctx, const iv_row *r) {
     rows_t *c = ctx;
     if (c->n < 32) c->r[c->n++] = *r;
+}
+
+/* Timestamps behind Python-logging, vLLM-style and Ray prefixes, and ANSI
+ * colours (tests/fixtures/bench/sglang_prefixed.log). */
+static void test_sglang_prefixes(void) {
+    char *t = bench_fixture("sglang_prefixed.log");
+    if (!t) return;
+    static const double sec[] = {0, 2, 4, 6.5, 8, 10, 12.25, 14};   /* seconds after 18:00:00 */
+    int n = 0;
+    for (char *line = t, *e; line && *line; line = e ? e + 1 : NULL, n++) {
+        e = strchr(line, '\n');
+        if (e) *e = 0;
+        sgl_line L;
+        CHECKF(sgl_parse_line(line, &L), "line %d not a Decode batch line", n + 1);
+        CHECKF(L.has_ts && n < 8 && fabs(fmod(L.ts, 86400) - (18 * 3600 + sec[n])) < 1e-6,
+               "line %d: timestamp %s (%.3f)", n + 1, L.has_ts ? "wrong" : "not found", L.ts);
+        CHECK(NEAR(L.running, 4));
+    }
+    CHECK(n == 8);
+    free(t);
+    rows_t c = {0};
+    sgl_tail *tl;
+    char err[256];
+    CHECK(!sgl_tail_open(&tl, tu_path("tests/fixtures/bench/sglang_prefixed.log"), 0, err, sizeof err));
+    sgl_tail_poll(tl, 0, 0, collect, &c);
+    sgl_tail_close(tl);
+    CHECK(c.n == 8 && NEAR(c.r[5].accept_len, 1.9) && c.r[5].line_no == 6 && c.r[5].basis == IV_BASIS_LOG);
+    CHECK(c.n == 8 && NEAR(c.r[1].t_end, 2) && NEAR(c.r[3].t_end - c.r[1].t_end, 4.5));
 }
 
 static void test_sglang_tail(void) {
@@ -245,6 +358,44 @@ static void test_sse(void) {
     sse_finish(&p);
     CHECK(e2.n == 1 && !strcmp(e2.ev[0], "tail"));
     sse_free(&p);
+    /* bounded: a line that never ends stops the parser at SSE_MAX_LINE ... */
+    enum { CH = 64 * 1024 };
+    char *junk = malloc(CH);
+    CHECK(junk != NULL);
+    if (!junk) return;
+    memset(junk, 'a', CH);
+    evs_t e3 = {0};
+    sse_init(&p, on_ev, &e3);
+    sse_feed(&p, "data: ", 6);
+    size_t fed = 6;
+    for (int i = 0; i < 64 && !p.err; i++, fed += CH) sse_feed(&p, junk, CH);
+    CHECKF(p.err == SSE_LINE_TOO_LONG && fed <= SSE_MAX_LINE + 2 * CH, "err %d after %zu bytes", (int)p.err, fed);
+    CHECK(p.line_cap <= 2 * (size_t)SSE_MAX_LINE + 2 && strstr(sse_error(&p), "1 MiB"));
+    sse_finish(&p);
+    CHECK(e3.n == 0);
+    sse_free(&p);
+    /* ... and an event that never ends (data lines, no blank line) at SSE_MAX_EVENT */
+    evs_t e4 = {0};
+    sse_init(&p, on_ev, &e4);
+    junk[0] = 'd'; junk[1] = 'a'; junk[2] = 't'; junk[3] = 'a'; junk[4] = ':';
+    junk[1023] = '\n';               /* a 1 KiB data line */
+    for (int i = 0; i < 2048 && !p.err; i++) sse_feed(&p, junk, 1024);
+    CHECK(p.err == SSE_EVENT_TOO_BIG && e4.n == 0 && p.data_cap <= 2 * (size_t)SSE_MAX_EVENT + 2);
+    sse_free(&p);
+    /* the largest line that fits still parses */
+    evs_t e5 = {0};
+    sse_init(&p, on_ev, &e5);
+    sse_feed(&p, "data: ", 6);
+    memset(junk, 'b', CH);
+    for (size_t left = SSE_MAX_LINE - 6; left; ) {
+        size_t k = left < CH ? left : CH;
+        sse_feed(&p, junk, k);
+        left -= k;
+    }
+    sse_feed(&p, "\n\n", 2);
+    CHECK(p.err == SSE_OK && e5.n == 1);
+    sse_free(&p);
+    free(junk);
 }
 
 static void test_workload(void) {
@@ -284,6 +435,8 @@ static void test_interval_csv(void) {
     in[1].pos_rate[0] = 0.9;
     in[1].pos_rate[1] = 0.6;
     in[2].line_no = 77;
+    in[0].basis = IV_BASIS_COMPLETION;
+    in[2].basis = IV_BASIS_LOG;
     char path[] = "/tmp/specbed_iv_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -298,6 +451,7 @@ static void test_interval_csv(void) {
     if (n == 3) {
         CHECK(NEAR(out[2].accept_len, 4.5) && NEAR(out[0].t_end, 1) && isnan(out[0].waiting) && NEAR(out[0].inflight, 5));
         CHECK(out[1].n_pos == 2 && NEAR(out[1].pos_rate[1], 0.6) && out[0].n_pos == 0 && out[2].line_no == 77);
+        CHECK(out[0].basis == IV_BASIS_COMPLETION && out[1].basis == IV_BASIS_CLIENT && out[2].basis == IV_BASIS_LOG);
     }
     free(out);
     FILE *f = fopen(path, "w");
@@ -312,10 +466,13 @@ int main(void) {
     test_detect();
     test_vllm_interval();
     test_llamacpp_interval();
+    test_llamacpp_cold();
+    test_pos_never_drafted();
     test_specbed_interval();
     test_sglang_gauges();
     test_sglang_lines();
     test_sglang_tail();
+    test_sglang_prefixes();
     test_sse();
     test_workload();
     test_interval_csv();

@@ -2,7 +2,8 @@
 /* test_bench_verdict.c — the one canary verdict (bench/canary_verdict.h) on
  * its own: which intervals are judged (loaded, an accept length, enough
  * verify steps), the ≤-threshold rule, content items of both kinds (share
- * and max checks), reasons with their counts, the fail-fast rule, and the
+ * and max checks), reasons with their counts, the fail-fast rule, the
+ * inconclusive verdict (a check asked for but not made), and the
  * observations the same input yields. */
 #include <math.h>
 #include <stdio.h>
@@ -191,6 +192,29 @@ static void test_multiple_reasons(void) {
     CHECK(!strcmp(cv_check_name(CV_ACCEPT_LEN), "accept_len") && !strcmp(cv_check_name(CV_NONDET), "nondeterminism"));
 }
 
+/* A check the run was asked to make but could not (the spec-off reference
+ * was speculative) is never a pass: inconclusive, unless something failed. */
+static void test_inconclusive(void) {
+    iv_row iv[2] = {live(2, 3.1, 40, 8), live(4, 3.0, 40, 8)};
+    cv_item it[2] = {{CV_NONDET, 0, 1.0, 0}, {CV_BAD_CHARS, 0, 1.0, 0}};
+    cc_thresholds t;
+    cc_thresholds_default(&t, 2.0);
+    cv_input in = {.iv = iv, .n_iv = 2, .min_drafts = CV_MIN_DRAFTS_DEFAULT, .items = it, .n_items = 2,
+                   .not_made = 1u << CV_SPEC_MISMATCH};
+    cv_verdict v;
+    cv_judge(&in, &t, &v);
+    CHECK(!v.failed && v.inconclusive && v.not_made == 1u << CV_SPEC_MISMATCH && !strcmp(cv_verdict_name(&v), "inconclusive"));
+    /* a failure still fails */
+    it[1].score = 2;
+    cv_judge(&in, &t, &v);
+    CHECK(v.failed && !v.inconclusive && !strcmp(cv_verdict_name(&v), "fail"));
+    /* everything made: pass */
+    it[1].score = 0;
+    in.not_made = 0;
+    cv_judge(&in, &t, &v);
+    CHECK(!v.failed && !v.inconclusive && !strcmp(cv_verdict_name(&v), "pass"));
+}
+
 static void test_observe(void) {
     iv_row iv[3] = {live(2, 3.0, 40, 8), live(4, 1.5, 2, 8), live(6, 2.2, 40, 8)};
     cv_item it[6] = {{CV_BAD_CHARS, 0, 1, 0}, {CV_BAD_CHARS, 3, 2, 1}, {CV_SPRAY, 0.3, 1, 0}, {CV_LOOP, 0.4, 1, 0},
@@ -211,6 +235,7 @@ int main(void) {
     test_no_accept_len_not_judged();
     test_content_fails();
     test_multiple_reasons();
+    test_inconclusive();
     test_observe();
     return tu_done("test_bench_verdict");
 }

@@ -1,0 +1,529 @@
+/* label: bench */
+/* test_bench_hostile.c — the load generator and the canary against a tiny
+ * hostile HTTP server run in this process (plain sockets, one thread per
+ * connection, loopback only), one mode per defect:
+ *   endless-line     an SSE line that never ends          → the request fails at 1 MiB, memory bounded
+ *   endless-event    data lines with no blank line        → fails at 1 MiB
+ *   truncated        3 tokens, then a clean close          → a failed request ("truncated stream"), counted
+ *   endless-metrics  a /metrics body that never ends       → the scrape fails at 64 MiB, load exits 1
+ *   reasoning        tests/fixtures/bench/reasoning_stream.sse, one event per 120 ms
+ *                                                          → TTFT at the first reasoning chunk, reasoning kept apart
+ *   ignores-depth    draft counters move under "spec_depth": 0
+ *                                                          → load warns and records it; canary --spec-check on is
+ *                                                            inconclusive (exit 3), not a pass
+ *   honors-depth     the same server, honouring spec_depth → canary --spec-check on passes (no false alarm)
+ * Every scenario is bounded in time (the whole test < 30 s under ASan;
+ * alarm() is the backstop) and the server is stopped, its threads joined or
+ * drained, before the next one. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* strcasestr */
+#endif
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include "commands.h"
+#include "httpc.h"
+#include "load.h"
+#include "load_out.h"
+#include "sse.h"
+#include "test_util.h"
+#include "workload.h"
+
+typedef enum {
+    HS_NORMAL, HS_ENDLESS_LINE, HS_ENDLESS_EVENT, HS_TRUNCATED, HS_ENDLESS_METRICS, HS_REASONING,
+    HS_IGNORES_DEPTH, HS_HONORS_DEPTH
+} hs_mode;
+
+typedef struct {
+    int fd, port;
+    hs_mode mode;
+    atomic_int stop, active;
+    atomic_long drafted_requests;    /* requests that "speculated": the draft counters follow them */
+    atomic_long metrics_bytes;       /* the most one /metrics reply sent */
+    pthread_t th;
+    char url[64];
+    char *sse;                       /* reasoning mode: the fixture stream */
+} hs_server;
+
+typedef struct { hs_server *s; int fd; } hs_conn;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int send_all(int fd, const char *b, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int send_str(int fd, const char *s) { return send_all(fd, s, strlen(s)); }
+
+static void send_json(int fd, int status, const char *body) {
+    char h[256];
+    snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             status, status == 200 ? "OK" : "Not Found", strlen(body));
+    if (!send_str(fd, h)) send_str(fd, body);
+}
+
+static const char SSE_HEAD[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+
+/* A well-formed stream: three tokens, finish_reason, usage, [DONE]. */
+static void normal_stream(int fd) {
+    static const char *const tok[3] = {"foo", " bar", " baz"};
+    if (send_str(fd, SSE_HEAD)) return;
+    char b[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(b, sizeof b, "data: {\"choices\":[{\"index\":0,\"text\":\"%s\",\"finish_reason\":null}]}\n\n", tok[i]);
+        if (send_str(fd, b)) return;
+    }
+    send_str(fd, "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n"
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\n"
+                 "data: [DONE]\n\n");
+}
+
+/* Streams filler until the client goes away, the server stops, or a hard limit. */
+static void endless(hs_server *s, int fd, const char *head, char fill, size_t line, long limit) {
+    enum { CH = 64 * 1024 };
+    static char buf[2][CH];
+    char *b = buf[fill == 'a' ? 0 : 1];
+    memset(b, fill, CH);
+    if (line)
+        for (size_t i = 0; i + line <= CH; i += line) { memcpy(b + i, "data: ", 6); b[i + line - 1] = '\n'; }
+    if (send_str(fd, head)) return;
+    long sent = 0;
+    while (!atomic_load(&s->stop) && sent < limit && !send_all(fd, b, CH)) sent += CH;
+    if (fill == 'x' && sent > atomic_load(&s->metrics_bytes)) atomic_store(&s->metrics_bytes, sent);
+}
+
+static void metrics(hs_server *s, int fd) {
+    if (s->mode == HS_ENDLESS_METRICS) {
+        endless(s, fd, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                       "specbed:spec_decode_num_drafts_total 1\n# ", 'x', 0, 1L << 30);
+        return;
+    }
+    if (s->mode != HS_IGNORES_DEPTH && s->mode != HS_HONORS_DEPTH) { send_json(fd, 404, "{\"error\":\"no metrics\"}"); return; }
+    long n = atomic_load(&s->drafted_requests);
+    char body[2048];
+    /* vLLM's names: 4 drafts of 3 tokens per request, 8 accepted (accept length 3) */
+    snprintf(body, sizeof body,
+             "# TYPE vllm:spec_decode_num_drafts counter\n"
+             "vllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"hostile\"} %ld\n"
+             "vllm:spec_decode_num_draft_tokens_total{engine=\"0\",model_name=\"hostile\"} %ld\n"
+             "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"hostile\"} %ld\n"
+             "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"hostile\",position=\"0\"} %ld\n"
+             "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"hostile\",position=\"1\"} %ld\n"
+             "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"hostile\",position=\"2\"} %ld\n"
+             "vllm:generation_tokens_total{engine=\"0\",model_name=\"hostile\"} %ld\n",
+             4 * n, 12 * n, 8 * n, 4 * n, 3 * n, 1 * n, 3 * n);
+    char h[256];
+    snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             strlen(body));
+    if (!send_str(fd, h)) send_str(fd, body);
+}
+
+static void reasoning(hs_server *s, int fd) {
+    if (send_str(fd, SSE_HEAD)) return;
+    for (const char *p = s->sse; *p && !atomic_load(&s->stop); ) {
+        const char *e = strstr(p, "\n\n");
+        size_t n = e ? (size_t)(e - p) + 2 : strlen(p);
+        if (send_all(fd, p, n)) return;
+        p += n;
+        usleep(120 * 1000);
+    }
+}
+
+static void completion(hs_server *s, int fd, const char *body) {
+    int stream = strstr(body, "\"stream\":true") != NULL;
+    if (!stream) {   /* the canary's echo probe: no logprobs here, so it is skipped */
+        send_json(fd, 200, "{\"choices\":[{\"index\":0,\"text\":\"foo\",\"finish_reason\":\"length\"}],"
+                           "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1,\"total_tokens\":6}}");
+        return;
+    }
+    switch (s->mode) {
+    case HS_ENDLESS_LINE:
+        endless(s, fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                       "data: {\"choices\":[{\"text\":\"", 'a', 0, 1L << 30);
+        return;
+    case HS_ENDLESS_EVENT:
+        endless(s, fd, SSE_HEAD, 'b', 1024, 1L << 30);
+        return;
+    case HS_TRUNCATED: {
+        if (send_str(fd, SSE_HEAD)) return;
+        for (int i = 0; i < 3; i++)
+            if (send_str(fd, "data: {\"choices\":[{\"index\":0,\"text\":\"tok\",\"finish_reason\":null}]}\n\n")) return;
+        return;   /* and close: no finish_reason, no usage, no [DONE] */
+    }
+    case HS_REASONING:
+        reasoning(s, fd);
+        return;
+    default:
+        normal_stream(fd);
+        /* counters move with each speculative request; honors-depth leaves
+         * spec_depth 0 requests out, as specbed does */
+        if (s->mode == HS_IGNORES_DEPTH || !strstr(body, "\"spec_depth\":0")) atomic_fetch_add(&s->drafted_requests, 1);
+        return;
+    }
+}
+
+static void *conn_main(void *arg) {
+    hs_conn c = *(hs_conn *)arg;
+    free(arg);
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char req[65536];
+    size_t n = 0;
+    char *hend = NULL;
+    while (n < sizeof req - 1 && !(hend = strstr(req, "\r\n\r\n"))) {
+        ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+        req[n] = 0;
+    }
+    if (hend) {
+        size_t clen = 0;
+        const char *cl = strcasestr(req, "Content-Length:");
+        if (cl) clen = strtoul(cl + 15, NULL, 10);
+        size_t have = n - (size_t)(hend + 4 - req);
+        while (have < clen && n < sizeof req - 1) {
+            ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
+            if (k <= 0) break;
+            n += (size_t)k;
+            have += (size_t)k;
+            req[n] = 0;
+        }
+        char method[8] = "", path[256] = "";
+        sscanf(req, "%7s %255s", method, path);
+        if (!strcmp(path, "/health")) send_json(c.fd, 200, "{\"status\":\"ok\"}");
+        else if (!strcmp(path, "/v1/models")) send_json(c.fd, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"hostile\"}]}");
+        else if (!strcmp(path, "/metrics")) metrics(c.s, c.fd);
+        else if (!strcmp(method, "POST") && strstr(path, "completions")) completion(c.s, c.fd, hend + 4);
+        else send_json(c.fd, 404, "{\"error\":\"not found\"}");
+    }
+    shutdown(c.fd, SHUT_RDWR);
+    close(c.fd);
+    atomic_fetch_sub(&c.s->active, 1);
+    return NULL;
+}
+
+static void *accept_main(void *arg) {
+    hs_server *s = arg;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int cfd = accept(s->fd, NULL, NULL);
+        if (cfd < 0) continue;
+        hs_conn *c = malloc(sizeof *c);
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        atomic_fetch_add(&s->active, 1);
+        if (!c || (c->s = s, c->fd = cfd, pthread_create(&t, &at, conn_main, c))) {
+            free(c);
+            close(cfd);
+            atomic_fetch_sub(&s->active, 1);
+        }
+        pthread_attr_destroy(&at);
+    }
+    return NULL;
+}
+
+static int hs_start(hs_server *s, hs_mode mode) {
+    memset(s, 0, sizeof *s);
+    s->mode = mode;
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) || listen(s->fd, 64) ||
+        getsockname(s->fd, (struct sockaddr *)&a, &al)) {
+        fprintf(stderr, "hostile server: cannot listen: %s\n", strerror(errno));
+        return -1;
+    }
+    s->port = ntohs(a.sin_port);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    if (mode == HS_REASONING) s->sse = tu_read_file(tu_path("tests/fixtures/bench/reasoning_stream.sse"), NULL);
+    return pthread_create(&s->th, NULL, accept_main, s) ? -1 : 0;
+}
+
+static void hs_stop(hs_server *s) {
+    atomic_store(&s->stop, 1);
+    pthread_join(s->th, NULL);
+    close(s->fd);
+    for (int i = 0; i < 500 && atomic_load(&s->active) > 0; i++) usleep(10 * 1000);   /* ≤ 5 s */
+    CHECKF(atomic_load(&s->active) == 0, "hostile server: %d connection(s) still open", atomic_load(&s->active));
+    free(s->sse);
+}
+
+static workload *WL;
+
+static void cfg(ld_config *c, const char *url) {
+    ld_config_defaults(c);
+    c->url = url;
+    c->wl = WL;
+    c->num_prompts = 1;
+    c->msrc = MSRC_NONE;
+    c->interval_s = 1;
+    c->request_timeout_s = 20;
+}
+
+static const char *err_of(const ld_result *r, int i) { return r && i < r->n_req && r->req[i].error ? r->req[i].error : ""; }
+
+static void test_endless_line(void) {
+    hs_server s;
+    if (hs_start(&s, HS_ENDLESS_LINE)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.url);
+    ld_result *r = NULL;
+    char err[512];
+    double t0 = now_s();
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    double dt = now_s() - t0;
+    CHECK(r && r->n_req == 1 && !r->req[0].ok);
+    CHECKF(strstr(err_of(r, 0), "SSE line exceeded 1 MiB"), "error: %s", err_of(r, 0));
+    CHECKF(dt < 10, "took %.1f s: the cap did not stop the request", dt);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+static void test_endless_event(void) {
+    hs_server s;
+    if (hs_start(&s, HS_ENDLESS_EVENT)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.url);
+    ld_result *r = NULL;
+    char err[512];
+    double t0 = now_s();
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->n_req == 1 && !r->req[0].ok);
+    CHECKF(strstr(err_of(r, 0), "SSE event exceeded 1 MiB"), "error: %s", err_of(r, 0));
+    CHECK(now_s() - t0 < 10);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+static void test_truncated(void) {
+    hs_server s;
+    if (hs_start(&s, HS_TRUNCATED)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.url);
+    c.num_prompts = 3;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->n_req == 3);
+    for (int i = 0; r && i < r->n_req; i++) {
+        CHECKF(!r->req[i].ok && strstr(err_of(r, i), "truncated stream"), "request %d: ok %d, error '%s'", i,
+               r->req[i].ok, err_of(r, i));
+        CHECK(!strcmp(r->req[i].text, "toktoktok"));   /* what arrived is kept as evidence */
+    }
+    ld_pcts pc;
+    ld_pcts_parse("50,99", &pc, NULL, 0);
+    cJSON *j = r ? ld_summary_json(&c, r, &pc) : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "failed"), *tr = cJSON_GetObjectItemCaseSensitive(j, "specbed_truncated_streams");
+    CHECK(cJSON_IsNumber(f) && f->valuedouble == 3 && cJSON_IsNumber(tr) && tr->valuedouble == 3);
+    CHECK(cJSON_GetObjectItemCaseSensitive(j, "completed")->valuedouble == 0);
+    cJSON_Delete(j);
+    ld_result_free(r);
+    hs_stop(&s);
+    /* control: a well-formed stream from the same kind of server completes */
+    if (hs_start(&s, HS_NORMAL)) { CHECK(0); return; }
+    cfg(&c, s.url);
+    c.num_prompts = 2;
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->n_req == 2 && r->req[0].ok && r->req[1].ok && r->req[0].n_out == 3 && !strcmp(r->req[0].text, "foo bar baz"));
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+static char *slurp(const char *path) { return tu_read_file(path, NULL); }
+
+static double json_num(const cJSON *j, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void test_endless_metrics(const char *tmp) {
+    hs_server s;
+    if (hs_start(&s, HS_ENDLESS_METRICS)) { CHECK(0); return; }
+    char out[512];
+    snprintf(out, sizeof out, "%s/endless_metrics", tmp);
+    const char *wl = tu_path("tests/fixtures/workloads/mixed.jsonl");
+    char *argv[] = {"load", "--url", s.url, "--workload", (char *)wl, "--num-prompts", "2", "--metrics-source", "specbed",
+                    "--interval", "0.3", "--out", out, "--quiet", NULL};
+    double t0 = now_s();
+    int rc = cmd_load(14, argv);
+    double dt = now_s() - t0;
+    CHECKF(rc == 1, "load against an endless /metrics exited %d, want 1", rc);
+    CHECKF(dt < 20, "took %.1f s", dt);
+    /* what the server got rid of: the client's 64 MiB plus what the kernel buffers on loopback */
+    CHECKF(atomic_load(&s.metrics_bytes) <= (long)HTTPC_MAX_BODY + (32L << 20), "the server sent %ld bytes of one /metrics",
+           atomic_load(&s.metrics_bytes));
+    char p[600];
+    snprintf(p, sizeof p, "%s/summary.json", out);
+    char *t = slurp(p);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    CHECKF(j != NULL, "no %s", p);
+    CHECK(json_num(j, "completed") == 2);
+    CHECKF(json_num(j, "specbed_metrics_scrapes_failed") >= 1, "scrapes failed: %g", json_num(j, "specbed_metrics_scrapes_failed"));
+    const char *e = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "specbed_metrics_scrape_error"));
+    CHECKF(e && strstr(e, "64 MiB"), "scrape error: %s", e ? e : "(none)");
+    cJSON_Delete(j);
+    free(t);
+    hs_stop(&s);
+}
+
+static void test_reasoning(const char *tmp) {
+    hs_server s;
+    if (hs_start(&s, HS_REASONING) || !s.sse) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.url);
+    c.endpoint = EP_CHAT;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    if (r && r->n_req == 1) {
+        const ld_request *q = &r->req[0];
+        CHECKF(q->ok, "reasoning stream failed: %s", err_of(r, 0));
+        /* events 120 ms apart: the role chunk (empty) at 0, reasoning from
+         * 120 ms, content from 480 ms — TTFT is the first reasoning chunk */
+        CHECKF(q->ttft > 0.09 && q->ttft < 0.36, "TTFT %.3f s, want ~0.12 (first reasoning chunk)", q->ttft);
+        CHECKF(!strcmp(q->text, "Hello there!"), "text '%s'", q->text);
+        CHECKF(q->reasoning && !strcmp(q->reasoning, "The user wants a greeting. Keep it short."), "reasoning '%s'",
+               q->reasoning ? q->reasoning : "(null)");
+        CHECK(q->n_itl == 4 && q->n_out == 9 && q->finish_reason && !strcmp(q->finish_reason, "stop"));
+        ld_pcts pc;
+        ld_pcts_parse("50", &pc, NULL, 0);
+        char dir[512], p[600];
+        snprintf(dir, sizeof dir, "%s/reasoning", tmp);
+        CHECKF(!ld_write_outputs(dir, &c, r, &pc, err, sizeof err), "%s", err);
+        snprintf(p, sizeof p, "%s/outputs.jsonl", dir);
+        char *t = slurp(p);
+        cJSON *j = t ? cJSON_Parse(t) : NULL;
+        CHECK(j && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "text")), "Hello there!"));
+        const char *rs = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "reasoning"));
+        CHECK(rs && !strncmp(rs, "The user", 8));
+        cJSON_Delete(j);
+        free(t);
+    } else CHECK(0);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+static void test_spec_depth_ignored(void) {
+    hs_server s;
+    if (hs_start(&s, HS_IGNORES_DEPTH)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.url);
+    c.num_prompts = 3;
+    c.msrc = MSRC_AUTO;
+    c.spec_depth = 0;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->msrc == MSRC_VLLM && r->has_totals);
+    CHECKF(r && r->spec_depth_ignored && r->ignored_drafts == 12, "ignored %d, drafts %g", r ? r->spec_depth_ignored : -1,
+           r ? r->ignored_drafts : NAN);
+    CHECK(r && strstr(r->note, "WARNING") && strstr(r->note, "spec_depth"));
+    ld_pcts pc;
+    ld_pcts_parse("99", &pc, NULL, 0);
+    cJSON *j = r ? ld_summary_json(&c, r, &pc) : NULL;
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "specbed_spec_depth_ignored")));
+    CHECK(json_num(j, "spec_decode_num_drafts") == 12 && fabs(json_num(j, "spec_decode_acceptance_rate") - 200.0 / 3) < 1e-9);
+    cJSON_Delete(j);
+    ld_result_free(r);
+    hs_stop(&s);
+    /* a server that honours spec_depth 0 is not accused */
+    if (hs_start(&s, HS_HONORS_DEPTH)) { CHECK(0); return; }
+    cfg(&c, s.url);
+    c.num_prompts = 3;
+    c.msrc = MSRC_AUTO;
+    c.spec_depth = 0;
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->has_totals && !r->spec_depth_ignored);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+static void test_canary_spec_check(const char *tmp) {
+    const char *wl = tu_path("tests/fixtures/workloads/mixed.jsonl");
+    for (int honest = 0; honest <= 1; honest++) {
+        hs_server s;
+        if (hs_start(&s, honest ? HS_HONORS_DEPTH : HS_IGNORES_DEPTH)) { CHECK(0); return; }
+        char out[512];
+        snprintf(out, sizeof out, "%s/canary_%s", tmp, honest ? "honest" : "ignores");
+        char *argv[] = {"canary", "--url", s.url, "--workload", (char *)wl, "--spec-check", "on", "--duration", "1",
+                        "--probes", "2", "--copy-workload", "none", "--out", out, "--quiet", NULL};
+        int rc = cmd_canary(16, argv);
+        char p[600];
+        snprintf(p, sizeof p, "%s/canary.json", out);
+        char *t = slurp(p);
+        cJSON *j = t ? cJSON_Parse(t) : NULL;
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "verdict"));
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "not_made");
+        if (honest) {
+            CHECKF(rc == 0 && v && !strcmp(v, "pass"), "honest server: canary exit %d, verdict %s", rc, v ? v : "?");
+            CHECK(cJSON_GetArraySize(nm) == 0);
+        } else {
+            /* the "spec-off" reference was speculative: no pass on a check not made */
+            CHECKF(rc == 3 && v && !strcmp(v, "inconclusive"), "spec_depth-ignoring server: canary exit %d, verdict %s", rc,
+                   v ? v : "?");
+            CHECK(cJSON_GetArraySize(nm) == 1 && !strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(nm, 0)), "spec_mismatch"));
+            const cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "reference");
+            CHECK(cJSON_IsString(ref) && strstr(ref->valuestring, "ignored"));
+        }
+        cJSON_Delete(j);
+        free(t);
+        hs_stop(&s);
+    }
+}
+
+int main(void) {
+    alarm(120);   /* backstop: a hang is a failure, not a stuck ctest */
+    char err[512];
+    if (workload_load(&WL, tu_path("tests/fixtures/workloads/mixed.jsonl"), err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    char tmp[] = "/tmp/specbed_hostile_XXXXXX";
+    if (!mkdtemp(tmp) || http_init(err, sizeof err)) return 1;
+    double t0 = now_s();
+    test_endless_line();
+    test_endless_event();
+    test_truncated();
+    test_endless_metrics(tmp);
+    test_reasoning(tmp);
+    test_spec_depth_ignored();
+    test_canary_spec_check(tmp);
+    fprintf(stderr, "test_bench_hostile: %.1f s\n", now_s() - t0);
+    http_cleanup();
+    workload_free(WL);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);
+    return tu_done("test_bench_hostile");
+}
