@@ -18,7 +18,7 @@
 
 
 /* One sequence's request to the drafter and its answer. */
-typedef struct {
+typedef struct spec_proposal_s {
     int slot;                  /* drafter slot of this sequence */
     const int *tokens;         /* prompt + committed tokens [n_tokens] */
     int n_tokens;
@@ -38,7 +38,20 @@ typedef struct {
                                        came from: a confidence signal that does not depend on
                                        which token a sampled draft happened to be */
     int has_top_prob;
+    /* Drafting that stops early (set by the speculative step from the verify
+     * policy; NULL = draft up to max_k): asked before each further draft,
+     * with drafts 0..k-1 and their signals filled in; 0 means the policy
+     * would not verify another draft, so drafting one is wasted work. It may
+     * read only signals fixed before each draft was drawn (confidences, top
+     * probabilities), never the draft tokens — the same rule as the policy. */
+    int (*keep)(void *ctx, const struct spec_proposal_s *p);
+    void *keep_ctx;
 } spec_proposal;
+
+/* Whether a drafter should draft position p->k of this request. */
+static inline int spec_wants_more(const spec_proposal *p) {
+    return p->k < p->max_k && (!p->keep || p->k == 0 || p->keep(p->keep_ctx, p));
+}
 
 /* What the target computed for a sequence in the verify step, for drafters
  * that condition on target hidden states (MTP, DSpark). */

@@ -147,7 +147,7 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
             int nr = 0, r1 = r0;
             for (; r1 < n && nr + G <= s->max_rows; r1++) {
                 spec_proposal *p = &reqs[r1];
-                if (p->k >= p->max_k || p->k != b * G) continue;
+                if (p->k != b * G || !spec_wants_more(p)) continue;   /* a chained block only if the policy wants more */
                 int slot = p->slot, a = p->n_tokens - 1, first = a + b * G;
                 if (kv_append(s->kv, s->kv_seq[slot], G))
                     return errf(err, el, "dspark: slot %d cannot grow to %d positions (KV pool full or context limit)",

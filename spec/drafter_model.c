@@ -112,7 +112,7 @@ static int dm_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
         int ns = 0;
         for (int r = 0; r < n; r++) {
             spec_proposal *p = &reqs[r];
-            if (p->k != step || p->k >= p->max_k) continue;
+            if (p->k != step || !spec_wants_more(p)) continue;
             s->spans[ns] = (fwd_span){.seq = s->kv_seq[p->slot], .n = 1, .tokens = &p->draft[step - 1]};
             s->fed[p->slot]++;
             map[ns++] = r;

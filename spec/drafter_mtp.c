@@ -154,7 +154,7 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
         int nr = 0;
         for (int r = 0; r < n; r++) {
             spec_proposal *p = &reqs[r];
-            if (p->k != step || p->k >= p->max_k) continue;
+            if (p->k != step || !spec_wants_more(p)) continue;
             int slot = p->slot, pos = s->n_true[slot] - 1 + step;
             if (kv_append(s->kv, s->kv_seq[slot], 1))
                 return errf(err, el, "mtp: slot %d cannot grow to %d rows (KV pool full or context limit)", slot, pos + 1);

@@ -253,6 +253,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         if (k < 0) k = 0;
         b->props[np] = (spec_proposal){.slot = s, .tokens = q->tokens, .n_tokens = q->n_tokens, .max_k = k,
                                        .sp = &q->p.sp, .rng = &q->rng,
+                                       .keep = b->verify.keep, .keep_ctx = b->verify.ctx,
                                        .q = b->qbuf ? b->qbuf + (size_t)np * SPEC_MAX_DEPTH * V : NULL};
         np++;
     }

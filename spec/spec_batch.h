@@ -55,6 +55,9 @@ typedef struct {
     void (*observe)(void *ctx, const spec_proposal *prop, int n_accepted);
     /* A new request took this slot: forget what was learned about the old one. */
     void (*reset)(void *ctx, int slot);
+    /* Asked by the drafter before each further draft (spec_proposal.keep):
+     * 0 when the policy would not verify it, so it is not drafted. */
+    int (*keep)(void *ctx, const spec_proposal *p);
 } spec_verify_hook;
 
 typedef struct spec_batch spec_batch;

@@ -17,6 +17,7 @@ struct vpolicy {
     float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
     float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
     int *kmax, *ell;
+    float cut;                      /* the lowest survival admitted in the last step (0: none yet) */
 };
 
 int vpolicy_parse(const char *name, vpolicy_kind *out) {
@@ -95,7 +96,45 @@ static void choose(void *ctx, spec_proposal *props, int n) {
         s->kmax[r] = p->k;
     }
     vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
-    for (int r = 0; r < n; r++) props[r].k = s->ell[r];
+    float cut = 2.0f;
+    for (int r = 0; r < n; r++) {
+        if (s->ell[r] > 0 && s->a[r][s->ell[r] - 1] < cut) cut = s->a[r][s->ell[r] - 1];
+        props[r].k = s->ell[r];
+    }
+    s->cut = cut <= 1.0f ? cut : 0.0f;
+}
+
+/* The survival the policy would assign to draft i of p (choose's rule). */
+static float survival(const vpolicy *s, const spec_proposal *p, int upto) {
+    const float *est = s->est[p->slot], *pred = s->pred[p->slot];
+    float surv = 1.0f;
+    for (int i = 0; i <= upto; i++) {
+        float c = signal(p, i);
+        if (s->o.kind == VPOLICY_ADAPTIVE) {
+            if (c < 0) c = est[i];
+            else if (pred[i] > 0) c = c * est[i] / pred[i];
+        } else if (c < 0) {
+            c = est[i];
+        }
+        surv *= c > 1.0f ? 1.0f : c < 0.0f ? 0.0f : c;
+    }
+    return surv;
+}
+
+/* Drafting that stops early (spec_proposal.keep): threshold stops exactly
+ * where choose() would cut; confidence/adaptive stop once the survival so
+ * far — an upper bound on every later draft's — is below what the last step
+ * admitted, with a margin because the cut moves with the batch. Either way
+ * only signals fixed before each draft was drawn are read. */
+static int keep(void *ctx, const spec_proposal *p) {
+    const vpolicy *s = ctx;
+    if (p->k <= 0) return 1;
+    if (s->o.kind == VPOLICY_THRESHOLD) {
+        float c = signal(p, p->k - 1);
+        return !(c >= 0 && c < s->o.p_min);
+    }
+    if (p->slot < 0 || p->slot >= s->o.max_slots) return 1;
+    return survival(s, p, p->k - 1) >= 0.8f * s->cut;
 }
 
 static void observe(void *ctx, const spec_proposal *p, int n_acc) {
@@ -164,5 +203,6 @@ spec_verify_hook vpolicy_hook(vpolicy *s) {
     h.choose = choose;
     h.observe = observe;
     h.reset = reset;
+    h.keep = keep;
     return h;
 }
