@@ -135,13 +135,15 @@ static int write_stats(const char *path, const gen_opts *o, const gen_result *r,
     if (d) {
         spec_rates c = spec_rates_between(NULL, &t->counters);
         cJSON_AddNumberToObject(j, "depth", o->depth);
-        cJSON_AddNumberToObject(j, "num_drafts", (double)c.drafts);
-        cJSON_AddNumberToObject(j, "num_draft_tokens", (double)c.drafted_tokens);
-        cJSON_AddNumberToObject(j, "num_accepted_tokens", (double)c.accepted_tokens);
-        cJSON_AddNumberToObject(j, "empty_proposals", (double)c.empty_proposals);
+        /* vLLM bench serve's names and units (the rate in percent); specbed's own carry its prefix */
+        cJSON_AddNumberToObject(j, "spec_decode_num_drafts", (double)c.drafts);
+        cJSON_AddNumberToObject(j, "spec_decode_draft_tokens", (double)c.drafted_tokens);
+        cJSON_AddNumberToObject(j, "spec_decode_accepted_tokens", (double)c.accepted_tokens);
         cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", c.accept_length);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", c.acceptance_rate);
-        cJSON *pp = cJSON_AddArrayToObject(j, "acceptance_per_position");
+        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", 100.0 * c.acceptance_rate);
+        cJSON_AddNumberToObject(j, "specbed_empty_proposals", (double)c.empty_proposals);
+        cJSON_AddNumberToObject(j, "specbed_unverified_draft_tokens", (double)c.unverified_tokens);
+        cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
         for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(c.position_rate[i]));
     }
     cJSON_AddNumberToObject(j, "temperature", o->temperature);
