@@ -68,30 +68,27 @@ done
 [[ "$THREADS" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "sidebyside: --threads T[,T...]" >&2; exit 2; }
 [ "$ROUNDS" -ge 5 ] || echo "sidebyside: note: fewer than 5 rounds; min/median are weak" >&2
 
-VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-CACHE="${SPECBED_CACHE:-$HOME/.cache/specbed}/llama.cpp-$VERSION"
+# shellcheck disable=SC2034  # read by llamacpp_common.sh
+LC_ROOT="$ROOT" LC_TAG=sidebyside
+# shellcheck source=scripts/llamacpp_common.sh
+source "$ROOT/scripts/llamacpp_common.sh"   # cache layout, venv, sdist, configure, build, convert
+lc_paths
+VERSION="$LC_VERSION" CACHE="$LC_CACHE" JOBS="$LC_JOBS" SYS_PY="$LC_SYS_PY"
+NICE_CMD=("${LC_NICE[@]}")
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-JOBS="${JOBS:-1}"
-read -r -a NICE_CMD <<< "${NICE:-nice -n 19}"
-SYS_PY=/usr/bin/python3
 CTX=256          # history / prompt length for every measurement
 GEN=128          # decode steps
 ROWS="1,2,4,8"   # verify rows measured
 NAME="$(basename "$MODEL")"
-GGUF="$CACHE/gguf/$NAME-bf16.gguf"
+GGUF="$LC_GGUF_DIR/$NAME-bf16.gguf"   # what lc_convert writes
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 OUT="${OUT:-$ROOT/results/sidebyside-llamacpp/$STAMP}"
 mkdir -p "$CACHE" "$OUT/raw"
 LOG="$OUT/setup.log"
 : > "$LOG"
-say() { echo "sidebyside: $*" >&2; }
-run_logged() {   # run_logged WHAT CMD... : output to the setup log, tail on failure
-  local what="$1"; shift
-  echo "== $what: $*" >> "$LOG"
-  if ! "$@" >> "$LOG" 2>&1; then
-    say "$what failed; last lines of $LOG:"; tail -25 "$LOG" >&2; exit 1
-  fi
-}
+LC_LOG="$LOG"
+say() { lc_say "$@"; }
+run_logged() { lc_run_logged "$@"; }
 
 # ---- 0. host tools ------------------------------------------------------------
 if [ ! -f "$MODEL/config.json" ] || [ ! -f "$MODEL/tokenizer.json" ]; then say "no HF model at $MODEL"; exit 2; fi
@@ -99,54 +96,14 @@ if [ ! -f "$MODEL/config.json" ] || [ ! -f "$MODEL/tokenizer.json" ]; then say "
 [ -x "$SYS_PY" ] || { say "needs $SYS_PY (Debian's python3)"; exit 2; }
 command -v c++ >/dev/null || { say "needs a C++ compiler (build-essential)"; exit 2; }
 
-# ---- 1. converter venv ----------------------------------------------------------
-# torch >= 2.1 (the converter maps float8 dtypes at import; Debian 12's 1.13 is
-# too old), transformers for AutoTokenizer/AutoConfig; same pins as
-# scripts/requirements.txt. gguf comes from llama.cpp's own gguf-py;
-# sentencepiece is imported (then unused) by the Qwen2/3 vocab path.
-PY_REQS="torch==2.9.1 transformers==4.57.1 tokenizers==0.22.2 safetensors==0.8.0 numpy==2.4.6 sentencepiece==0.2.3 tqdm requests pyyaml"
-VENV="$CACHE/venv"
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
-  run_logged venv "$SYS_PY" -m venv --system-site-packages "$VENV"
-fi
-if [ "$(cat "$VENV/.specbed-reqs" 2>/dev/null)" != "$PY_REQS" ]; then
-  say "installing the converter's Python packages into $VENV (torch is large; once)"
-  # shellcheck disable=SC2086
-  run_logged pip "${NICE_CMD[@]}" "$VENV/bin/pip" install -q $PY_REQS
-  echo "$PY_REQS" > "$VENV/.specbed-reqs"
-fi
-
-# ---- 2. llama.cpp from the llama-cpp-python sdist --------------------------------
-SDIST="$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz"
-if [ ! -f "$SDIST" ]; then
-  say "downloading the llama-cpp-python $VERSION sdist into $CACHE/sdist"
-  mkdir -p "$CACHE/sdist"
-  run_logged sdist "$VENV/bin/pip" download -q --no-deps --no-binary :all: \
-    "llama-cpp-python==$VERSION" -d "$CACHE/sdist"
-fi
-SRC="$CACHE/src"
-if [ ! -f "$SRC/convert_hf_to_gguf.py" ] || [ ! -f "$SRC/CMakeLists.txt" ]; then
-  say "unpacking vendor/llama.cpp into $SRC"
-  rm -rf "$SRC.tmp"; mkdir -p "$SRC.tmp"
-  run_logged unpack tar xzf "$SDIST" -C "$SRC.tmp" --strip-components=3 \
-    "llama_cpp_python-$VERSION/vendor/llama.cpp"
-  rm -rf "$SRC"; mv "$SRC.tmp" "$SRC"
-fi
-if [ ! -s "$CACHE/llama.cpp.commit" ]; then   # the submodule's HEAD, as the sdist recorded it
-  tar xzf "$SDIST" -O "llama_cpp_python-$VERSION/.git/modules/vendor/llama.cpp/HEAD" 2>/dev/null \
-    | head -c 12 > "$CACHE/llama.cpp.commit" || true
-fi
-LCOMMIT="$(cat "$CACHE/llama.cpp.commit" 2>/dev/null || true)"
-LBUILD="$CACHE/build"
-if [ ! -f "$LBUILD/CMakeCache.txt" ]; then
-  say "configuring llama.cpp in $LBUILD"
-  run_logged cmake-llama "${NICE_CMD[@]}" cmake -S "$SRC" -B "$LBUILD" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF
-fi
+# ---- 1.-2. converter venv, llama.cpp from the llama-cpp-python sdist (llamacpp_common.sh) ----
+lc_venv
+lc_source
+LCOMMIT="$LC_COMMIT" SRC="$LC_SRC" LBUILD="$LC_BUILD"
+# shellcheck disable=SC2119  # no extra options: sidebyside needs none
+lc_configure          # only when CACHE/build has no CMakeCache.txt; keeps llamacpp_server.sh's options
 say "building llama-bench and llama-simple (-j$JOBS; the first build takes a while)"
-run_logged build-llama "${NICE_CMD[@]}" cmake --build "$LBUILD" --target llama-bench llama-simple -j"$JOBS"
+lc_build llama-bench llama-simple   # flock on CACHE/.build.lock: one build at a time in CACHE/build
 LBIN="$LBUILD/bin"
 PROBE="$CACHE/probe/llamacpp_verify_probe"
 if [ ! -x "$PROBE" ] || [ "$ROOT/scripts/llamacpp_verify_probe.c" -nt "$PROBE" ] || [ "$LBIN/libllama.so" -nt "$PROBE" ]; then
@@ -156,19 +113,7 @@ if [ ! -x "$PROBE" ] || [ "$ROOT/scripts/llamacpp_verify_probe.c" -nt "$PROBE" ]
 fi
 
 # ---- 3. GGUF ------------------------------------------------------------------------
-CONVERT="$ROOT/scripts/llamacpp_convert.py"
-need_convert=0
-[ -f "$GGUF" ] || need_convert=1
-for f in "$MODEL"/config.json "$MODEL"/tokenizer.json "$MODEL"/*.safetensors "$CONVERT"; do
-  [ -f "$GGUF" ] && [ "$f" -nt "$GGUF" ] && need_convert=1
-done
-if [ "$need_convert" = 1 ]; then
-  say "converting $MODEL to $GGUF (bf16, llama.cpp's convert_hf_to_gguf.py)"
-  mkdir -p "$CACHE/gguf"
-  run_logged convert "${NICE_CMD[@]}" "$VENV/bin/python" "$CONVERT" "$SRC" "$MODEL" \
-    --outtype bf16 --outfile "$GGUF.tmp"
-  mv "$GGUF.tmp" "$GGUF"
-fi
+lc_convert "$MODEL"   # scripts/llamacpp_convert.py, when GGUF is missing or older than its inputs
 
 # ---- 4. specbed ---------------------------------------------------------------------
 say "building specbed into $BUILD_DIR (Release, -j$JOBS)"
