@@ -41,11 +41,15 @@ set -e
 
 # start SERVER_ARGS...: runs the server in the background, sets PID and BASE
 start() {
+  # the previous server's log must be gone before we look for the new one's
+  # "listening on" line: the background shell truncates the file only when
+  # it gets to run, and under load that can be after the first grep
+  rm -f "$TMP/err"
   "$BIN" serve --model "$M" --port 0 "$@" 2>"$TMP/err" &
   PID=$!
   BASE=""
   for _ in $(seq 1 300); do
-    BASE=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/err" | sed 's/listening on //' || true)
+    BASE=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/err" 2>/dev/null | sed 's/listening on //' || true)
     [ -n "$BASE" ] && break
     kill -0 "$PID" 2>/dev/null || fail "server exited at startup"
     sleep 0.1
