@@ -10,4 +10,5 @@ int cmd_load(int argc, char **argv);
 int cmd_canary(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
 #endif

@@ -14,4 +14,5 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # 10-20x slower. test_kernels sets its own thread counts to prove that results
 # do not depend on them.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-ctest --output-on-failure --timeout 900 "$@"
+# The slow label (full depth × batch sweeps) runs in Release: scripts/test_slow.sh.
+ctest --output-on-failure --timeout 900 -LE slow "$@"

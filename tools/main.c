@@ -20,6 +20,7 @@ static void usage(FILE *f) {
         "  canary     bursty load after a (cold) start; fail on the corruption signature\n"
         "  sweep      relaunch a server per draft depth, canary + load per workload x concurrency\n"
         "  report     gnuplot figures, tables and the depth recommendation for a sweep\n"
+        "  simulate   discrete-event fleet simulation: depth x load x replicas from acceptance + a cost curve\n"
         "\n"
         "`specbed <command> --help` lists the command's options.\n");
 }
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "canary")) return cmd_canary(argc - 1, argv + 1);
     if (!strcmp(cmd, "sweep")) return cmd_sweep(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "simulate")) return cmd_simulate(argc - 1, argv + 1);
     fprintf(stderr, "specbed: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
