@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# bench_simulate.sh — `specbed simulate` through the binary: the outputs a
+# grid writes (simulate.csv rows, simulate.json decisions and the load where
+# speculation stops paying, the markdown on stdout), byte-identical reruns
+# for one seed, phased and per-replica loads, --compare on a small sweep
+# directory, and bad input refused with exit 2 and a message naming it.
+# usage: bench_simulate.sh SPECBED ROOT WORKDIR   (ctest passes these)
+set -euo pipefail
+BIN="$1"; ROOT="$2"; WORK="$3/bench_simulate"
+rm -rf "$WORK"; mkdir -p "$WORK"
+fail() { echo "bench_simulate: FAIL: $*" >&2; exit 1; }
+if ! "$BIN" simulate --help >"$WORK/help.txt" 2>&1; then
+  echo "bench_simulate: skipped: this specbed has no simulate command ($(head -1 "$WORK/help.txt"))" >&2
+  exit 77
+fi
+grep -q "usage: specbed simulate" "$WORK/help.txt" || fail "--help prints no usage"
+cd "$ROOT"
+
+cat >"$WORK/accept.json" <<'EOF'
+{"code": [0.8, 0.62, 0.5, 0.4], "prose": {"rates": [0.6, 0.35], "proposal_rate": 0.9}}
+EOF
+# a GPU-like verify cost: 8 rows cost 1.2x one row
+cat >"$WORK/cost.json" <<'EOF'
+{"rows": [1, 8, 64, 512], "seconds_per_step": [0.020, 0.024, 0.040, 0.210], "draft_seconds_per_token": 0.0005}
+EOF
+
+run() { timeout 120 "$BIN" simulate "$@"; }
+run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --depths 0-2 --replicas 1,2 \
+    --concurrency 1,4 --requests 60 --repeats 3 --slo-tpot-ms 15 --out "$WORK/a" >"$WORK/a.txt" 2>"$WORK/a.err" ||
+  fail "simulate exited $?: $(tail -5 "$WORK/a.err")"
+[ -s "$WORK/a/simulate.csv" ] && [ -s "$WORK/a/simulate.json" ] && [ -s "$WORK/a/simulate.md" ] || fail "missing outputs"
+rows=$(($(wc -l <"$WORK/a/simulate.csv") - 1))
+[ "$rows" = 24 ] || fail "simulate.csv has $rows rows, want 2 workloads x 2 replicas x 2 loads x 3 depths = 24"
+head -1 "$WORK/a/simulate.csv" | grep -q '"output_throughput","output_throughput_ci95_lo"' || fail "CSV header lacks vLLM names with intervals"
+for k in mean_ttft_ms p99_ttft_ms mean_tpot_ms p99_itl_ms mean_e2el_ms request_goodput spec_decode_acceptance_length; do
+  head -1 "$WORK/a/simulate.csv" | grep -q "\"$k\"" || fail "CSV header lacks $k"
+done
+grep -q '"decisions"' "$WORK/a/simulate.json" && grep -q '"recommended_depth"' "$WORK/a/simulate.json" ||
+  fail "simulate.json has no decisions"
+grep -q '"speculation_stops_paying"' "$WORK/a/simulate.json" || fail "simulate.json lacks speculation_stops_paying"
+grep -Eq '"objective":[[:space:]]*"request_goodput"' "$WORK/a/simulate.json" || fail "an SLO should make goodput the objective"
+grep -q '^| replicas | load | depth |' "$WORK/a.txt" && grep -q '^### Decision per load' "$WORK/a.txt" ||
+  fail "stdout has no markdown tables"
+grep -Eq 'speculation (stops paying at|pays at every load simulated)' "$WORK/a.txt" || fail "stdout does not say where speculation stops paying"
+
+# one seed, one answer
+run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --depths 0-2 --replicas 1,2 \
+    --concurrency 1,4 --requests 60 --repeats 3 --slo-tpot-ms 15 --out "$WORK/b" >/dev/null 2>&1 || fail "rerun failed"
+cmp -s "$WORK/a/simulate.csv" "$WORK/b/simulate.csv" || fail "the same seed gave different numbers"
+run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --depths 0-2 --replicas 1,2 \
+    --concurrency 1,4 --requests 60 --repeats 3 --slo-tpot-ms 15 --seed 9 --out "$WORK/c" >/dev/null 2>&1 || fail "seed 9 failed"
+! cmp -s "$WORK/a/simulate.csv" "$WORK/c/simulate.csv" || fail "another seed gave the same numbers"
+
+# phased bursty traffic, loads per replica, least-loaded
+run --accept "$WORK/accept.json" --workloads code --cost-table "$WORK/cost.json" --depths 0,3 --replicas 1,4 \
+    --phases "2:rate=5,2:rate=20" --profile "3s@r2" --per-replica --burstiness 0.5 --balance least-loaded \
+    --repeats 2 --quiet --out "$WORK/p" >"$WORK/p.txt" 2>"$WORK/p.err" || fail "phased run exited $?: $(tail -3 "$WORK/p.err")"
+rows=$(($(wc -l <"$WORK/p/simulate.csv") - 1))
+[ "$rows" = 8 ] || fail "phased simulate.csv has $rows rows, want 1 x 2 x 2 x 2 = 8"
+grep -q '2s@r5,2s@r20/replica' "$WORK/p/simulate.csv" || fail "phased load label missing"
+grep -q '^| drafter | workload | replicas | load | best depth' "$WORK/p.txt" || fail "--quiet should still print the decisions"
+
+# --compare against a small sweep directory (runs.csv only: lengths from the workload file)
+W=code; [ -f workloads/code.jsonl ] || W="$ROOT/tests/fixtures/workloads/mixed.jsonl"
+mkdir -p "$WORK/sweep"
+cat >"$WORK/sweep/runs.csv" <<EOF
+drafter,depth,workload,concurrency,repeat,dir,completed,output_throughput,request_throughput,total_output_tokens,mean_ttft_ms,mean_tpot_ms,mean_e2el_ms,spec_decode_acceptance_length,spec_decode_acceptance_rate,pos_0,pos_1
+none,0,$W,1,0,none-d0/x,8,900,14,512,15,1.0,80,,,,
+ngram,2,$W,1,0,ngram-d2/x,8,1200,18,512,15,0.7,60,2.1,55,0.62,0.48
+EOF
+run --sweep "$WORK/sweep" --cost-table "$WORK/cost.json" --compare --repeats 3 --out "$WORK/cmp" >"$WORK/cmp.txt" 2>&1 ||
+  fail "--compare exited $?: $(tail -3 "$WORK/cmp.txt")"
+grep -q 'within 10%' "$WORK/cmp.txt" && [ -s "$WORK/cmp/compare.csv" ] && [ -s "$WORK/cmp/compare.md" ] || fail "--compare wrote no comparison"
+[ "$(($(wc -l <"$WORK/cmp/compare.csv") - 1))" = 2 ] || fail "compare.csv should have 2 cells"
+# and the sweep as an acceptance source
+run --sweep "$WORK/sweep" --cost-table "$WORK/cost.json" --depths 0-2 --rate 1 --duration 20 --repeats 2 --quiet \
+    --out "$WORK/s" >/dev/null 2>"$WORK/s.err" || fail "--sweep as acceptance failed: $(tail -3 "$WORK/s.err")"
+grep -Eq '"drafter":[[:space:]]*"ngram"' "$WORK/s/simulate.json" || fail "sweep acceptance lost its drafter"
+
+# bad input: exit 2 and a message naming it
+bad() {   # bad EXPECTED_TEXT ARGS...
+  local want="$1"; shift
+  set +e; timeout 30 "$BIN" simulate "$@" >"$WORK/bad.out" 2>"$WORK/bad.err"; local rc=$?; set -e
+  [ "$rc" = 2 ] || fail "'$*' exited $rc, want 2"
+  grep -q -- "$want" "$WORK/bad.err" || fail "'$*': message lacks '$want': $(cat "$WORK/bad.err")"
+}
+echo '{"code": [0.4, 0.7]}' >"$WORK/rising.json"
+bad "unconditional" --accept "$WORK/rising.json" --cost-table "$WORK/cost.json" --concurrency 1
+bad "cost-table" --accept "$WORK/accept.json" --concurrency 1
+bad "unknown option" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --frobnicate
+bad "row-budget" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --max-running 32 --row-budget 8
+bad "phases" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --phases "60:speed=3"
+bad "one kind of load" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --rate 2
+bad "give the load" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json"
+bad "no acceptance rates for workload" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --workloads nope
+bad "missing.json" --accept "$WORK/missing.json" --cost-table "$WORK/cost.json" --concurrency 1
+bad "--depths" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --depths 0-40
+echo "bench_simulate: ok"
