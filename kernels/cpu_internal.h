@@ -1,20 +1,33 @@
-/* cpu_internal.h — helpers shared by the CPU backend's files (cpu_*.c) and
- * nothing else: exact scalar dtype widening and the SIMD feature switch.
- * Not part of the backend interface; engine/ never includes it. */
+/* cpu_internal.h — what the CPU backend's files (cpu_*.c) share and nothing
+ * else: exact scalar dtype widening, the SIMD path switch, the per-path
+ * matmul entry points, and the thread pool's work-splitting call.
+ * Not part of the backend interface; engine/ never includes it.
+ *
+ * SIMD paths are chosen at run time (cpu_dispatch.c), never by compiler
+ * flags: the library is built for baseline x86-64, and the AVX2 and AVX-512
+ * code lives in its own translation units compiled with per-file -m flags
+ * (cpu_matmul_avx2.c, cpu_matmul_avx512.c) or in functions carrying a
+ * target attribute (cpu_attention.c). Such code runs only after
+ * cpu_path_get() said the CPU has it. */
 #ifndef SPECBED_CPU_INTERNAL_H
 #define SPECBED_CPU_INTERNAL_H
+#include "backend.h"
+
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* AVX2 + FMA + F16C path when the compiler targets them (-march=native on any
- * x86-64 from 2013 on); otherwise the portable scalar path. Both are always
- * compiled so the scalar one cannot rot. */
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define CPU_AVX2 1
-#include <immintrin.h>
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1
 #else
-#define CPU_AVX2 0
+#define CPU_X86 0
 #endif
+
+typedef enum { CPU_PATH_SCALAR = 0, CPU_PATH_AVX2 = 1, CPU_PATH_AVX512 = 2 } cpu_path;
+
+/* The path kernels use now (resolved on first call: the best this CPU has,
+ * or what kb_set_cpu_path chose). */
+cpu_path cpu_path_get(void);
 
 static inline float cpu_bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
@@ -24,5 +37,29 @@ static inline float cpu_bf16_to_f32(uint16_t h) {
 }
 
 float cpu_f16_to_f32(uint16_t h);
+
+/* ---- matmul, per path ------------------------------------------------------
+ * y[i*ldy + j] = x[i]·w[j] for rows i < m of x (x[i] at x + i*cols) and
+ * weight rows j in [j0, j1). Each path fixes one reduction order per output
+ * element (documented in its file) that depends on nothing but cols. */
+typedef void cpu_mm_block_fn(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt,
+                             int cols, int j0, int j1);
+cpu_mm_block_fn cpu_mm_block_scalar;
+#if CPU_X86
+cpu_mm_block_fn cpu_mm_block_avx2;
+cpu_mm_block_fn cpu_mm_block_avx512;
+#endif
+
+/* ---- thread pool (cpu_pool.c) ----------------------------------------------
+ * Runs fn(arg, chunk, slot) for every chunk in [0, n_chunks), each exactly
+ * once, on the calling thread plus whichever pool workers are awake; returns
+ * when all have run. slot < max_slots identifies the executing thread within
+ * this call (0 = the caller), for per-thread scratch; at most max_slots
+ * threads take part (max_slots ≤ 0: no limit beyond kb_threads()). A chunk is
+ * always run whole by one thread. Called from inside a chunk, or while
+ * another thread is using the pool, it runs every chunk on the calling
+ * thread with slot 0. */
+typedef void cpu_task_fn(void *arg, int chunk, int slot);
+void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots);
 
 #endif

@@ -47,13 +47,23 @@ void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float t
 }
 
 /* silu(g)·u with silu(g) = g / (1 + exp(−g)), torch's formula. */
-void kb_swiglu(float *out, const float *gate, const float *up, int m, int n) {
-    size_t total = (size_t)m * n;
-#pragma omp parallel for schedule(static) if (total >= 262144)
-    for (size_t i = 0; i < total; i++) {
-        float g = gate[i];
-        out[i] = (g / (1.0f + expf(-g))) * up[i];
+typedef struct { float *out; const float *gate, *up; size_t total; } swiglu_job;
+#define SWIGLU_CHUNK 32768
+
+static void swiglu_chunk(void *vp, int c, int slot) {
+    (void)slot;
+    const swiglu_job *j = vp;
+    size_t i0 = (size_t)c * SWIGLU_CHUNK, i1 = i0 + SWIGLU_CHUNK < j->total ? i0 + SWIGLU_CHUNK : j->total;
+    for (size_t i = i0; i < i1; i++) {
+        float g = j->gate[i];
+        j->out[i] = (g / (1.0f + expf(-g))) * j->up[i];
     }
+}
+
+void kb_swiglu(float *out, const float *gate, const float *up, int m, int n) {
+    size_t total = (size_t)m * (size_t)(n > 0 ? n : 0);
+    swiglu_job j = {.out = out, .gate = gate, .up = up, .total = total};
+    cpu_parallel(swiglu_chunk, &j, (int)((total + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK), 0);
 }
 
 void kb_add(float *x, const float *y, int m, int n) {
