@@ -98,7 +98,9 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
                      int j0, int j1) {
     size_t ws = (size_t)cols * kb_dtype_size(dt);
     for (int i = 0; i < m;) {
-        int R = m - i < RMAX ? m - i : RMAX;
+        /* Rows left ≤ RMAX: one tile; else, below 2·RMAX: two even tiles
+         * (no slow 1-row remainder); else RMAX. Any split gives the same bits. */
+        int left = m - i, R = left <= RMAX ? left : left < 2 * RMAX ? (left + 1) / 2 : RMAX;
         float *yi = y + (size_t)i * ldy;
         const float *xi = x + (size_t)i * cols;
         switch (R) {

@@ -14,7 +14,7 @@
  * Register tiles (32 zmm): R x rows × J weight rows, R·J accumulators plus
  * J converted weight vectors plus one x vector (≤ 31 registers), with
  * R·J ≥ 8 independent fma chains (latency 4 × 2 ports):
- *   R = 1..8 → J = 8, 8, 6, 6, 4, 4, 3, 3.
+ *   R = 1..6 → J = 8, 8, 6, 6, 4, 4 (7×3 and 8×3 measured at half the rate).
  * The last weight tile of a block repeats its last valid row instead of
  * reading past it (and drops the repeats), so every tile has full width. */
 #include "backend.h"
@@ -24,7 +24,7 @@
 #include <immintrin.h>
 
 #define AI inline __attribute__((always_inline))
-#define RMAX 8
+#define RMAX 6
 #define JMAX 8
 
 static AI __m512 wload16(const void *w, int k, kb_dtype dt) {
@@ -116,7 +116,9 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
                      int j0, int j1) {
     size_t ws = (size_t)cols * kb_dtype_size(dt);
     for (int i = 0; i < m;) {
-        int R = m - i < RMAX ? m - i : RMAX;
+        /* Rows left ≤ RMAX: one tile; else, below 2·RMAX: two even tiles
+         * (no slow 1-row remainder); else RMAX. Any split gives the same bits. */
+        int left = m - i, R = left <= RMAX ? left : left < 2 * RMAX ? (left + 1) / 2 : RMAX;
         float *yi = y + (size_t)i * ldy;
         const float *xi = x + (size_t)i * cols;
         switch (R) {
@@ -125,9 +127,7 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
         case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 6, dt); break;
         case 4: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 6, dt); break;
         case 5: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 5, 4, dt); break;
-        case 6: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt); break;
-        case 7: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 7, 3, dt); break;
-        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 8, 3, dt); break;
+        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt); break;
         }
         i += R;
     }
