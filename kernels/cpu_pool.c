@@ -15,6 +15,12 @@
  * up — a late worker finds nothing left (or a newer generation) and goes
  * back to waiting. Workers spin for a bounded time after each call (calls in
  * a forward pass come microseconds apart), then sleep on a futex.
+ * One wait remains: a worker preempted in the middle of a chunk it claimed
+ * (another process wants the core) holds the call up for a scheduler slice,
+ * milliseconds. When the caller sees such a stall it runs the calls of the
+ * next SOLO_NS alone (the workers go to sleep, which also leaves the other
+ * process its core), then tries the pool again: on a busy machine the cost
+ * is about one stall per SOLO_NS, never one per call.
  *
  * Determinism: the pool decides only which thread runs a chunk, never what
  * a chunk computes; kernels make each output element one chunk's whole
@@ -36,8 +42,10 @@
 #endif
 
 #define MAX_THREADS 256
-#define WORKER_SPIN_NS 200000   /* a worker waits this long for the next call before sleeping */
-#define CALLER_SPIN_NS 50000    /* the caller spins this long for claimed chunks, then sleeps */
+#define WORKER_SPIN_NS 50000    /* a worker waits this long for the next call before sleeping */
+#define CALLER_SPIN_NS 10000    /* the caller spins this long for claimed chunks, then sleeps */
+#define STALL_NS 300000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
+#define SOLO_NS 100000000       /* after a stall, calls run on the caller alone for this long */
 
 typedef struct {
     int n_threads;                  /* caller + workers */
@@ -61,6 +69,7 @@ static pool *g_pool;
 static pthread_mutex_t g_init = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_threads;        /* kb_threads(); 0 before the first init */
 static _Thread_local int t_in_pool; /* inside a chunk, or a pool worker */
+static _Atomic int64_t g_solo_until; /* now_ns() before which calls run on the caller alone */
 
 static inline void cpu_relax(void) {
 #if CPU_X86
@@ -94,31 +103,34 @@ static void futex_wake_all(atomic_uint *addr) {
 
 /* Claim and run chunks of generation gen until none is left. slot: the
  * caller passes 0; a worker takes a slot number on its first claim. */
-static void run_chunks(pool *p, uint32_t gen, int slot) {
+static int64_t run_chunks(pool *p, uint32_t gen, int slot, int timed) {
+    int64_t longest = 0;
     cpu_task_fn *fn = NULL;
     void *arg = NULL;
     int n = 0;
     uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
     for (;;) {
-        if ((uint32_t)(s >> 32) != gen) return;
+        if ((uint32_t)(s >> 32) != gen) return longest;
         if (!fn) {   /* fields of generation gen (validated by the CAS below) */
             fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
             arg = atomic_load_explicit(&p->arg, memory_order_relaxed);
             n = atomic_load_explicit(&p->n_chunks, memory_order_relaxed);
         }
         uint32_t c = (uint32_t)s;
-        if ((int)c >= n) return;
+        if ((int)c >= n) return longest;
         if (slot < 0) {   /* a worker: may this call use one more thread? */
             int ms = atomic_load_explicit(&p->max_slots, memory_order_relaxed);
             /* Re-check the generation after reading max_slots: both belong to it. */
-            if ((uint32_t)(atomic_load_explicit(&p->state, memory_order_acquire) >> 32) != gen) return;
+            if ((uint32_t)(atomic_load_explicit(&p->state, memory_order_acquire) >> 32) != gen) return longest;
             slot = atomic_fetch_add(&p->next_slot, 1);
-            if (slot >= ms) return;
+            if (slot >= ms) return longest;
         }
         if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;   /* s reloaded: someone claimed first, or a new generation */
+        int64_t t0 = timed ? now_ns() : 0;
         fn(arg, (int)c, slot);
+        if (timed && now_ns() - t0 > longest) longest = now_ns() - t0;
         if (atomic_fetch_add(&p->done, 1) + 1 == (unsigned)n && atomic_load(&p->caller_sleeps))
             futex_wake_all(&p->done);
         s = atomic_load_explicit(&p->state, memory_order_acquire);
@@ -147,7 +159,7 @@ static void *worker_main(void *vp) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
-        run_chunks(p, g, -1);
+        run_chunks(p, g, -1, 0);
     }
 }
 
@@ -226,7 +238,8 @@ static void run_inline(cpu_task_fn *fn, void *arg, int n_chunks) {
 
 void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
     if (n_chunks <= 0) return;
-    if (n_chunks == 1 || max_slots == 1 || t_in_pool || kb_threads() == 1) {
+    if (n_chunks == 1 || max_slots == 1 || t_in_pool || kb_threads() == 1 ||
+        now_ns() < atomic_load_explicit(&g_solo_until, memory_order_relaxed)) {
         run_inline(fn, arg, n_chunks);
         return;
     }
@@ -247,10 +260,10 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
     atomic_store(&p->gen_word, gen);
     if (atomic_load(&p->sleepers)) futex_wake_all(&p->gen_word);
 
-    run_chunks(p, gen, 0);
+    int64_t longest = run_chunks(p, gen, 0, 1);
 
     /* Every chunk is claimed; wait for the ones still running elsewhere. */
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), waited = 0;
     for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < (unsigned)n_chunks; spins++) {
         cpu_relax();
         if ((spins & 63) != 63 || now_ns() - t0 < CALLER_SPIN_NS) continue;
@@ -258,7 +271,10 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
         unsigned d = atomic_load(&p->done);
         if (d < (unsigned)n_chunks) futex_wait(&p->done, d);
         atomic_store(&p->caller_sleeps, 0);
+        waited = now_ns() - t0;
     }
+    if (waited > STALL_NS && waited > 8 * longest)
+        atomic_store_explicit(&g_solo_until, now_ns() + SOLO_NS, memory_order_relaxed);
     t_in_pool = 0;
     pthread_mutex_unlock(&p->submit);
 }
