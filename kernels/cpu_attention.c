@@ -5,7 +5,8 @@
  * per (row, head) and independent of the batch, of the page layout, of the
  * SIMD path and of the span a row is computed in:
  *   score[p] = (q·k_p)·scale   — 8-lane fma over head_dim, fixed lane sum;
- *   softmax over p = 0..n_ctx−1 — max, exp, sum in double in position order;
+ *   softmax over p = 0..n_ctx−1 — max, exp (cpu_expf), sum in double in
+ *                                 position order, weights (float)(e/sum);
  *   out = Σ_p w_p·v_p           — fma per output element in position order.
  * Positions are visited in order whatever the page size, and a slot's data
  * does not depend on where its page sits, so the result is the same bits for
@@ -47,7 +48,6 @@ static inline __attribute__((always_inline)) void axpy_hd_scalar(float *o, float
 }
 
 #if CPU_X86
-#include <immintrin.h>
 #define AVX2_FN __attribute__((target("avx2,fma"), always_inline)) inline
 static AVX2_FN float dot_hd_avx2(const float *a, const float *b, int n) {
     int k = 0;
@@ -104,7 +104,7 @@ static AVX2_FN void axpy_hd_avx2(float *o, float w, const float *v, int n) {
                 float *s = sc + (size_t)v * sc_stride;                                                 \
                 double t = 0.0;                                                                        \
                 for (int p = 0; p < n_ctx[r]; p++) {                                                   \
-                    float e = expf(s[p] - mx[v]);                                                      \
+                    float e = cpu_expf(s[p] - mx[v]);                                                      \
                     s[p] = e;                                                                          \
                     t += e;                                                                            \
                 }                                                                                      \
@@ -231,11 +231,11 @@ static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const fl
             for (int p = 0; p < n; p++)
                 if (s[p] > mx) mx = s[p];
             double sum = 0.0;
-            for (int p = 0; p < n; p++) {
-                float e = expf(s[p] - mx);
-                s[p] = e;
-                sum += e;
-            }
+            int p = 0;
+            for (; p + 8 <= n; p += 8)   /* cpu_expf 8 at a time; the sum stays in position order */
+                _mm256_storeu_ps(s + p, cpu_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + p), _mm256_set1_ps(mx))));
+            for (; p < n; p++) s[p] = cpu_expf(s[p] - mx);
+            for (p = 0; p < n; p++) sum += s[p];
             for (int p = 0; p < n; p++) s[p] = (float)(s[p] / sum);
             float *o = out + ((size_t)r * n_heads + h) * hd;
             for (int d = 0; d < hd; d++) o[d] = 0.0f;
