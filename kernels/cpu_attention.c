@@ -5,8 +5,10 @@
  * per (row, head) and independent of the batch, of the page layout, of the
  * SIMD path and of the span a row is computed in:
  *   score[p] = (q·k_p)·scale   — 8-lane fma over head_dim, fixed lane sum;
- *   softmax over p = 0..n_ctx−1 — max, exp (cpu_expf), sum in double in
- *                                 position order, weights (float)(e/sum);
+ *   softmax over p = 0..n_ctx−1 — max, exp (cpu_expf), sum in double as
+ *                                 4 partial sums (position p into sum p%4,
+ *                                 in increasing p; then (s0+s1)+(s2+s3)),
+ *                                 weights (float)(e/sum);
  *   out = Σ_p w_p·v_p           — fma per output element in position order.
  * Positions are visited in order whatever the page size, and a slot's data
  * does not depend on where its page sits, so the result is the same bits for
@@ -102,13 +104,13 @@ static AVX2_FN void axpy_hd_avx2(float *o, float w, const float *v, int n) {
             for (int h = h0; h < h1; h++) {                                                            \
                 int v = (r - i0) * nh + (h - h0);                                                      \
                 float *s = sc + (size_t)v * sc_stride;                                                 \
-                double t = 0.0;                                                                        \
+                double t[4] = {0.0, 0.0, 0.0, 0.0};                                                    \
                 for (int p = 0; p < n_ctx[r]; p++) {                                                   \
-                    float e = cpu_expf(s[p] - mx[v]);                                                      \
+                    float e = cpu_expf(s[p] - mx[v]);                                                  \
                     s[p] = e;                                                                          \
-                    t += e;                                                                            \
+                    t[p % 4] += e;                                                                     \
                 }                                                                                      \
-                sum[v] = t;                                                                            \
+                sum[v] = (t[0] + t[1]) + (t[2] + t[3]);                                                \
                 float *o = out + ((size_t)r * n_heads + h) * hd;                                       \
                 for (int d = 0; d < hd; d++) o[d] = 0.0f;                                              \
             }                                                                                          \
@@ -136,9 +138,9 @@ DEFINE_ATTEND(attend_scalar, , dot_hd_scalar, axpy_hd_scalar)
  *     exactly hsum8's ((l+l4), then (+l2), then (+l1)) for each accumulator,
  *     so a score has the same bits batched or alone (positions that do not
  *     fill a batch of 8 use dot_hd_avx2).
- *   - The max is a separate pass in position order (the same comparisons),
- *     the softmax weights (float)(e/sum) are computed once per position
- *     (the same division as before, not repeated per use).
+ *   - max, exp, the 4 partial sums and the weights (float)(e/sum) are
+ *     separate passes over the scores, 8 or 4 positions at a time, each
+ *     element going through the same operations as in attend_scalar.
  *   - PV per output element is still fma(w_p, v_p, o) in increasing p; the
  *     outputs stay in registers for a block of PB positions instead of
  *     going through memory at every position.
@@ -227,16 +229,31 @@ static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const fl
         for (int h = h0; h < h1; h++) {
             float *s = sc + (size_t)((r - i0) * nh + (h - h0)) * sc_stride;
             const int n = n_ctx[r];
-            float mx = -INFINITY;
-            for (int p = 0; p < n; p++)
-                if (s[p] > mx) mx = s[p];
-            double sum = 0.0;
+            /* The max's value does not depend on the order (only which of
+             * ±0 wins, and exp(s − (±0)) is the same), so 8 lanes may find it. */
+            __m256 m8 = _mm256_set1_ps(-INFINITY);
             int p = 0;
-            for (; p + 8 <= n; p += 8)   /* cpu_expf 8 at a time; the sum stays in position order */
+            for (; p + 8 <= n; p += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + p));
+            float ml[8], mx = -INFINITY;
+            _mm256_storeu_ps(ml, m8);
+            for (int l = 0; l < 8; l++)
+                if (ml[l] > mx) mx = ml[l];
+            for (; p < n; p++)
+                if (s[p] > mx) mx = s[p];
+            for (p = 0; p + 8 <= n; p += 8)
                 _mm256_storeu_ps(s + p, cpu_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + p), _mm256_set1_ps(mx))));
             for (; p < n; p++) s[p] = cpu_expf(s[p] - mx);
-            for (p = 0; p < n; p++) sum += s[p];
-            for (int p = 0; p < n; p++) s[p] = (float)(s[p] / sum);
+            /* t[p % 4] += e in increasing p, as attend_scalar */
+            __m256d t4 = _mm256_setzero_pd();
+            for (p = 0; p + 4 <= n; p += 4) t4 = _mm256_add_pd(t4, _mm256_cvtps_pd(_mm_loadu_ps(s + p)));
+            double t[4];
+            _mm256_storeu_pd(t, t4);
+            for (; p < n; p++) t[p % 4] += s[p];
+            const double sum = (t[0] + t[1]) + (t[2] + t[3]);
+            const __m256d sum4 = _mm256_set1_pd(sum);
+            for (p = 0; p + 4 <= n; p += 4)
+                _mm_storeu_ps(s + p, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm_loadu_ps(s + p)), sum4)));
+            for (; p < n; p++) s[p] = (float)(s[p] / sum);
             float *o = out + ((size_t)r * n_heads + h) * hd;
             for (int d = 0; d < hd; d++) o[d] = 0.0f;
         }
