@@ -195,10 +195,35 @@ static AVX2_FN void pv64(float *o, const float *w, const float *const *v, int n)
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
 }
 
-static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const float *q, const kb_kv_view *kv,
+/* Two heads' outputs at once on the AVX-512 path: o_a, o_b [64] each, 4 zmm
+ * apiece — 8 independent fma chains instead of one head's latency-bound 8
+ * ymm. Element-wise fma in increasing p, so the same bits as pv64. */
+__attribute__((target("avx512f"), noinline)) static void pv64x2_avx512(float *oa, float *ob, const float *wa,
+                                                                       const float *wb,
+                                                                       const float *const *v, int n) {
+    __m512 a[4], b[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm512_loadu_ps(oa + 16 * i);
+        b[i] = _mm512_loadu_ps(ob + 16 * i);
+    }
+    for (int p = 0; p < n; p++) {
+        __m512 x = _mm512_set1_ps(wa[p]), y = _mm512_set1_ps(wb[p]);
+        for (int i = 0; i < 4; i++) {
+            __m512 vv = _mm512_loadu_ps(v[p] + 16 * i);
+            a[i] = _mm512_fmadd_ps(x, vv, a[i]);
+            b[i] = _mm512_fmadd_ps(y, vv, b[i]);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm512_storeu_ps(oa + 16 * i, a[i]);
+        _mm512_storeu_ps(ob + 16 * i, b[i]);
+    }
+}
+
+static __attribute__((target("avx2,fma"), always_inline)) inline void attend_avx2_body(float *out, const float *q, const kb_kv_view *kv,
                                                             const int *n_ctx, int i0, int i1, int n_heads,
                                                             int h0, int h1, float scale, float *sc,
-                                                            size_t sc_stride) {
+                                                            size_t sc_stride, int use512) {
     const int hd = kv->head_dim, ps = kv->page_size, nh = h1 - h0;
     const int group = n_heads / kv->n_kv_heads;
     const size_t slot_stride = (size_t)kv->n_kv_heads * hd, page_stride = (size_t)ps * slot_stride;
@@ -270,6 +295,22 @@ static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const fl
                 const float *w = sc + (size_t)((r - i0) * nh + (h - h0)) * sc_stride;
                 float *o = out + ((size_t)r * n_heads + h) * hd;
                 int d = 0;
+                if (use512 && h + 1 < h1) {   /* heads h, h+1 of this row together */
+                    const float *w2 = w + sc_stride;
+                    float *o2 = o + hd;
+                    for (; d + 64 <= hd; d += 64) {
+                        const float *vd[PB];
+                        for (int p = pb; p < re; p++) vd[p - pb] = vs[p - pb] + d;
+                        pv64x2_avx512(o + d, o2 + d, w + pb, w2 + pb, vd, re - pb);
+                    }
+                    if (d < hd)
+                        for (int p = pb; p < re; p++) {
+                            axpy_hd_avx2(o + d, w[p], vs[p - pb] + d, hd - d);
+                            axpy_hd_avx2(o2 + d, w2[p], vs[p - pb] + d, hd - d);
+                        }
+                    h++;
+                    continue;
+                }
                 for (; d + 64 <= hd; d += 64) {
                     const float *vd[PB];
                     for (int p = pb; p < re; p++) vd[p - pb] = vs[p - pb] + d;
@@ -281,6 +322,18 @@ static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const fl
         }
     }
 }
+static __attribute__((target("avx2,fma"))) void attend_avx2(float *out, const float *q, const kb_kv_view *kv,
+                                                            const int *n_ctx, int i0, int i1, int n_heads,
+                                                            int h0, int h1, float scale, float *sc,
+                                                            size_t sc_stride) {
+    attend_avx2_body(out, q, kv, n_ctx, i0, i1, n_heads, h0, h1, scale, sc, sc_stride, 0);
+}
+static __attribute__((target("avx2,fma"))) void attend_avx512(float *out, const float *q, const kb_kv_view *kv,
+                                                              const int *n_ctx, int i0, int i1, int n_heads,
+                                                              int h0, int h1, float scale, float *sc,
+                                                              size_t sc_stride) {
+    attend_avx2_body(out, q, kv, n_ctx, i0, i1, n_heads, h0, h1, scale, sc, sc_stride, 1);
+}
 #endif
 
 typedef void attend_fn(float *out, const float *q, const kb_kv_view *kv, const int *n_ctx, int i0, int i1,
@@ -288,7 +341,8 @@ typedef void attend_fn(float *out, const float *q, const kb_kv_view *kv, const i
 
 static attend_fn *attend_for_path(void) {
 #if CPU_X86
-    if (cpu_path_get() != CPU_PATH_SCALAR) return attend_avx2;
+    if (cpu_path_get() == CPU_PATH_AVX512) return attend_avx512;
+    if (cpu_path_get() == CPU_PATH_AVX2) return attend_avx2;
 #endif
     return attend_scalar;
 }
