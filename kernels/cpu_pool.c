@@ -44,7 +44,8 @@
 #define MAX_THREADS 256
 #define WORKER_SPIN_NS 50000    /* a worker waits this long for the next call before sleeping */
 #define CALLER_SPIN_NS 10000    /* the caller spins this long for claimed chunks, then sleeps */
-#define STALL_NS 300000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
+#define PURE_SPIN_NS 3000       /* spin without yielding this long; then yield between checks */
+#define STALL_NS 150000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
 #define SOLO_NS 100000000       /* after a stall, calls run on the caller alone for this long */
 
 typedef struct {
@@ -148,9 +149,13 @@ static void *worker_main(void *vp) {
             g = atomic_load_explicit(&p->gen_word, memory_order_acquire);
             if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
             cpu_relax();
-            if ((spins & 255) != 255) continue;
+            if ((spins & 63) != 63) continue;
             int64_t t = now_ns();
             if (!t0) t0 = t;
+            /* After a short pure spin, yield between checks: if this worker
+             * shares a core with its caller (or with anything else), the
+             * other thread runs instead of waiting for our slice to end. */
+            if (t - t0 > PURE_SPIN_NS) sched_yield();
             if (t - t0 < WORKER_SPIN_NS) continue;
             atomic_fetch_add(&p->sleepers, 1);
             if (atomic_load(&p->gen_word) == seen && !atomic_load(&p->stop)) futex_wait(&p->gen_word, seen);
@@ -266,7 +271,10 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
     int64_t t0 = now_ns(), waited = 0;
     for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < (unsigned)n_chunks; spins++) {
         cpu_relax();
-        if ((spins & 63) != 63 || now_ns() - t0 < CALLER_SPIN_NS) continue;
+        if ((spins & 63) != 63) continue;
+        int64_t t = now_ns();
+        if (t - t0 > PURE_SPIN_NS) sched_yield();   /* a preempted worker may be waiting for this core */
+        if (t - t0 < CALLER_SPIN_NS) continue;
         atomic_store(&p->caller_sleeps, 1);
         unsigned d = atomic_load(&p->done);
         if (d < (unsigned)n_chunks) futex_wait(&p->done, d);
