@@ -17,10 +17,14 @@
  * a forward pass come microseconds apart), then sleep on a futex.
  * One wait remains: a worker preempted in the middle of a chunk it claimed
  * (another process wants the core) holds the call up for a scheduler slice,
- * milliseconds. When the caller sees such a stall it runs the calls of the
- * next SOLO_NS alone (the workers go to sleep, which also leaves the other
- * process its core), then tries the pool again: on a busy machine the cost
- * is about one stall per SOLO_NS, never one per call.
+ * milliseconds. So the caller keeps account: over each WINDOW_NS of calls,
+ * the workers' chunk time is what the pool saved it, its own waits for
+ * claimed chunks what the pool cost it. When the cost is larger — or one
+ * wait is a plain stall, far longer than any chunk — the calls of the next
+ * SOLO_NS run on the caller alone (the workers go to sleep, which also
+ * leaves the other process its core), then the pool is tried again: on a
+ * busy machine 2 threads cost about one bad window per SOLO_NS, never a
+ * stall per call, and on an idle one the pool is never turned off.
  *
  * Determinism: the pool decides only which thread runs a chunk, never what
  * a chunk computes; kernels make each output element one chunk's whole
@@ -47,6 +51,7 @@
 #define PURE_SPIN_NS 3000       /* spin without yielding this long; then yield between checks */
 #define STALL_NS 150000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
 #define SOLO_NS 100000000       /* after a stall, calls run on the caller alone for this long */
+#define WINDOW_NS 20000000      /* the pool's benefit is judged over calls spanning this long */
 
 typedef struct {
     int n_threads;                  /* caller + workers */
@@ -64,6 +69,8 @@ typedef struct {
     _Atomic(void *) arg;
     atomic_int n_chunks, max_slots;
     atomic_int next_slot;           /* slots handed to workers in this generation */
+    _Atomic int64_t worker_ns;      /* chunk time run by workers since the window began */
+    int64_t win_start, win_wait;    /* the caller's window (under submit): start, time spent waiting */
 } pool;
 
 static pool *g_pool;
@@ -129,9 +136,11 @@ static int64_t run_chunks(pool *p, uint32_t gen, int slot, int timed) {
         if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;   /* s reloaded: someone claimed first, or a new generation */
-        int64_t t0 = timed ? now_ns() : 0;
+        int64_t t0 = now_ns();
         fn(arg, (int)c, slot);
-        if (timed && now_ns() - t0 > longest) longest = now_ns() - t0;
+        int64_t dt = now_ns() - t0;
+        if (timed) longest = dt > longest ? dt : longest;
+        else atomic_fetch_add_explicit(&p->worker_ns, dt, memory_order_relaxed);
         if (atomic_fetch_add(&p->done, 1) + 1 == (unsigned)n && atomic_load(&p->caller_sleeps))
             futex_wake_all(&p->done);
         s = atomic_load_explicit(&p->state, memory_order_acquire);
@@ -268,7 +277,7 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
     int64_t longest = run_chunks(p, gen, 0, 1);
 
     /* Every chunk is claimed; wait for the ones still running elsewhere. */
-    int64_t t0 = now_ns(), waited = 0;
+    int64_t t0 = now_ns();
     for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < (unsigned)n_chunks; spins++) {
         cpu_relax();
         if ((spins & 63) != 63) continue;
@@ -279,10 +288,17 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
         unsigned d = atomic_load(&p->done);
         if (d < (unsigned)n_chunks) futex_wait(&p->done, d);
         atomic_store(&p->caller_sleeps, 0);
-        waited = now_ns() - t0;
     }
-    if (waited > STALL_NS && waited > 8 * longest)
-        atomic_store_explicit(&g_solo_until, now_ns() + SOLO_NS, memory_order_relaxed);
+    int64_t t1 = now_ns(), waited = t1 - t0;
+    int solo = waited > STALL_NS && waited > 8 * longest;
+    p->win_wait += waited;
+    if (solo || t1 - p->win_start > WINDOW_NS) {
+        int64_t saved = atomic_exchange_explicit(&p->worker_ns, 0, memory_order_relaxed);
+        solo |= saved < p->win_wait;
+        p->win_start = solo ? t1 + SOLO_NS : t1;
+        p->win_wait = 0;
+    }
+    if (solo) atomic_store_explicit(&g_solo_until, t1 + SOLO_NS, memory_order_relaxed);
     t_in_pool = 0;
     pthread_mutex_unlock(&p->submit);
 }
