@@ -17,14 +17,17 @@
  * a forward pass come microseconds apart), then sleep on a futex.
  * One wait remains: a worker preempted in the middle of a chunk it claimed
  * (another process wants the core) holds the call up for a scheduler slice,
- * milliseconds. So the caller keeps account: over each WINDOW_NS of calls,
- * the workers' chunk time is what the pool saved it, its own waits for
- * claimed chunks what the pool cost it. When the cost is larger — or one
- * wait is a plain stall, far longer than any chunk — the calls of the next
- * SOLO_NS run on the caller alone (the workers go to sleep, which also
- * leaves the other process its core), then the pool is tried again: on a
- * busy machine 2 threads cost about one bad window per SOLO_NS, never a
- * stall per call, and on an idle one the pool is never turned off.
+ * milliseconds. So the caller keeps account: over each window of calls
+ * (≥ WINDOW_NS and ≥ WINDOW_CALLS, starting at the first call), the
+ * workers' chunk time is what the pool saved it, its own waits for claimed
+ * chunks what the pool cost it. When the cost is larger and material (over
+ * 2% of the window) — or one wait is a plain stall, far longer than any
+ * chunk — the next calls run on the caller alone (the workers go to sleep,
+ * which also leaves the other process its core) for SOLO_MIN_NS, doubling
+ * for each bad window in a row up to SOLO_MAX_NS and halving for each good
+ * one; then the pool is tried again. On a busy machine 2 threads cost about
+ * one bad window per solo period, never a stall per call; on an idle one the
+ * pool stays on.
  *
  * Determinism: the pool decides only which thread runs a chunk, never what
  * a chunk computes; kernels make each output element one chunk's whole
@@ -50,8 +53,10 @@
 #define CALLER_SPIN_NS 10000    /* the caller spins this long for claimed chunks, then sleeps */
 #define PURE_SPIN_NS 3000       /* spin without yielding this long; then yield between checks */
 #define STALL_NS 150000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
-#define SOLO_NS 100000000       /* after a stall, calls run on the caller alone for this long */
+#define SOLO_MIN_NS 5000000     /* calls run on the caller alone for 5 ms after a bad window, */
+#define SOLO_MAX_NS 200000000   /* doubling on each bad window in a row, up to 200 ms */
 #define WINDOW_NS 20000000      /* the pool's benefit is judged over calls spanning this long */
+#define WINDOW_CALLS 8          /* and at least this many calls */
 
 typedef struct {
     int n_threads;                  /* caller + workers */
@@ -70,7 +75,10 @@ typedef struct {
     atomic_int n_chunks, max_slots;
     atomic_int next_slot;           /* slots handed to workers in this generation */
     _Atomic int64_t worker_ns;      /* chunk time run by workers since the window began */
-    int64_t win_start, win_wait;    /* the caller's window (under submit): start, time spent waiting */
+    /* The caller's account (under submit): window start (0: none yet), time
+     * spent waiting, calls; the next solo period's length. */
+    int64_t win_start, win_wait, solo_ns;
+    int win_calls;
 } pool;
 
 static pool *g_pool;
@@ -192,6 +200,7 @@ static pool *pool_start(int n) {
     pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = 1;
+    p->solo_ns = SOLO_MIN_NS;
     pthread_mutex_init(&p->submit, NULL);
     if (n > 1 && (p->workers = calloc((size_t)n - 1, sizeof(pthread_t)))) {
         for (int i = 0; i < n - 1; i++) {
@@ -263,6 +272,8 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
         return;
     }
     t_in_pool = 1;
+    int64_t t_call = now_ns();
+    if (!p->win_start) p->win_start = t_call;
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->arg, arg, memory_order_relaxed);
     atomic_store_explicit(&p->n_chunks, n_chunks, memory_order_relaxed);
@@ -290,15 +301,25 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
         atomic_store(&p->caller_sleeps, 0);
     }
     int64_t t1 = now_ns(), waited = t1 - t0;
-    int solo = waited > STALL_NS && waited > 8 * longest;
+    int bad = waited > STALL_NS && waited > 8 * longest, judged = bad;
     p->win_wait += waited;
-    if (solo || t1 - p->win_start > WINDOW_NS) {
-        int64_t saved = atomic_exchange_explicit(&p->worker_ns, 0, memory_order_relaxed);
-        solo |= saved < p->win_wait;
-        p->win_start = solo ? t1 + SOLO_NS : t1;
-        p->win_wait = 0;
+    p->win_calls++;
+    if (!bad && t1 - p->win_start > WINDOW_NS && p->win_calls >= WINDOW_CALLS) {
+        int64_t saved = atomic_load_explicit(&p->worker_ns, memory_order_relaxed);
+        bad = p->win_wait > saved && p->win_wait > (t1 - p->win_start) / 50;
+        judged = 1;
+        if (!bad) p->solo_ns = p->solo_ns / 2 > SOLO_MIN_NS ? p->solo_ns / 2 : SOLO_MIN_NS;
     }
-    if (solo) atomic_store_explicit(&g_solo_until, t1 + SOLO_NS, memory_order_relaxed);
+    if (bad) {
+        atomic_store_explicit(&g_solo_until, t1 + p->solo_ns, memory_order_relaxed);
+        p->solo_ns = 2 * p->solo_ns < SOLO_MAX_NS ? 2 * p->solo_ns : SOLO_MAX_NS;
+    }
+    if (judged) {   /* a new window starts with the next call */
+        atomic_store_explicit(&p->worker_ns, 0, memory_order_relaxed);
+        p->win_start = 0;
+        p->win_wait = 0;
+        p->win_calls = 0;
+    }
     t_in_pool = 0;
     pthread_mutex_unlock(&p->submit);
 }
