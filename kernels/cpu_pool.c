@@ -24,10 +24,12 @@
  * 2% of the window) — or one wait is a plain stall, far longer than any
  * chunk — the next calls run on the caller alone (the workers go to sleep,
  * which also leaves the other process its core) for SOLO_MIN_NS, doubling
- * for each bad window in a row up to SOLO_MAX_NS and halving for each good
- * one; then the pool is tried again. On a busy machine 2 threads cost about
- * one bad window per solo period, never a stall per call; on an idle one the
- * pool stays on.
+ * for each bad window up to SOLO_MAX_NS and shrinking by 1/8 for each good
+ * one (slowly: under a steady competitor a good window between two stalls
+ * is luck, not a change); then the pool is tried again. On a busy machine
+ * 2 threads cost about one stall per solo period, never a stall per call;
+ * on an idle one the pool stays on (a one-off stall costs 5 ms of 1-thread
+ * speed).
  *
  * Determinism: the pool decides only which thread runs a chunk, never what
  * a chunk computes; kernels make each output element one chunk's whole
@@ -54,7 +56,7 @@
 #define PURE_SPIN_NS 3000       /* spin without yielding this long; then yield between checks */
 #define STALL_NS 150000         /* a wait this long (and ≫ the caller's own chunks) means a worker was preempted */
 #define SOLO_MIN_NS 5000000     /* calls run on the caller alone for 5 ms after a bad window, */
-#define SOLO_MAX_NS 200000000   /* doubling on each bad window in a row, up to 200 ms */
+#define SOLO_MAX_NS 400000000   /* doubling on each bad window, up to 400 ms; ×7/8 per good window */
 #define WINDOW_NS 20000000      /* the pool's benefit is judged over calls spanning this long */
 #define WINDOW_CALLS 8          /* and at least this many calls */
 
@@ -308,7 +310,7 @@ void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots) {
         int64_t saved = atomic_load_explicit(&p->worker_ns, memory_order_relaxed);
         bad = p->win_wait > saved && p->win_wait > (t1 - p->win_start) / 50;
         judged = 1;
-        if (!bad) p->solo_ns = p->solo_ns / 2 > SOLO_MIN_NS ? p->solo_ns / 2 : SOLO_MIN_NS;
+        if (!bad) p->solo_ns = p->solo_ns - p->solo_ns / 8 > SOLO_MIN_NS ? p->solo_ns - p->solo_ns / 8 : SOLO_MIN_NS;
     }
     if (bad) {
         atomic_store_explicit(&g_solo_until, t1 + p->solo_ns, memory_order_relaxed);
