@@ -3,6 +3,7 @@
  * its --help text. */
 #include <stdio.h>
 #include <string.h>
+#include "backend.h"
 #include "cli.h"
 #include "commands.h"   /* bench/: load, canary, sweep, report */
 
@@ -21,13 +22,20 @@ static void usage(FILE *f) {
         "  sweep      relaunch a server per draft depth, canary + load per workload x concurrency\n"
         "  report     gnuplot figures, tables and the depth recommendation for a sweep\n"
         "\n"
-        "`specbed <command> --help` lists the command's options.\n");
+        "`specbed <command> --help` lists the command's options; `specbed --version` the\n"
+        "version and the kernel path this CPU runs.\n");
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "--version")) {
+        /* the kernel path is chosen at run time from this CPU's features */
+        printf("specbed %s (built %s); kernels: %s on this CPU, %d threads\n", SPECBED_VERSION, __DATE__,
+               kb_cpu_path(), kb_threads());
+        return 0;
+    }
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return cli_profile(argc - 1, argv + 1);
