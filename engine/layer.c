@@ -140,6 +140,17 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
      * for all of them (and parallelises over kv heads × row chunks); each
      * row's result is bit-identical to attending alone. */
     for (int i0 = 0, i1; i0 < n; i0 = i1) {
+        if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
+            i1 = i0 + 1;
+            kb_kv_view view = kv_view(kv, l, r->seq[i0]);
+            int start = nctx[i0] - r->window;
+            start = start > 0 ? start - start % view.page_size : 0;
+            view.pages += start / view.page_size;
+            int nc = nctx[i0] - start;
+            kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, 1, &nc, nh, scale, s->scores,
+                              s->scores_floats);
+            continue;
+        }
         for (i1 = i0 + 1; i1 < n && r->seq[i1] == r->seq[i0]; i1++) {}
         kb_kv_view view = kv_view(kv, l, r->seq[i0]);
         kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, i1 - i0, nctx + i0, nh, scale,

@@ -36,6 +36,8 @@ typedef struct {
     const int *seq;     /* [n] kv sequence of each row */
     const int *pos;     /* [n] position: RoPE angle and KV slot (< kv_len(seq)) */
     const int *n_ctx;   /* [n] keys attended, positions 0..n_ctx-1; NULL = pos+1 */
+    int window;         /* fault injection only (spec/fault.h window): keys more than `window`
+                           positions back, rounded down to whole KV pages, are not attended; 0 = all */
 } layer_rows;
 
 /* x[n, H], the residual stream, in place:

@@ -80,10 +80,6 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     spec_callbacks cb = {0};
     srv_loop_callbacks(s, &cb);
     if (spec_batch_create(&s->b, s->e, s->d, s->d ? o->depth : 0, &cb, err, errlen)) goto fail;
-    if (o->fault_on && o->fault.kind == FAULT_WINDOW) {
-        errf(err, errlen, "--inject-fault window is not implemented yet");
-        goto fail;
-    }
     if (o->fault_on) {
         spec_fault f = o->fault;
         if (f.kind == FAULT_FLAT && f.trigger < 0) {   /* the report's trigger: a line break */
