@@ -181,7 +181,7 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
 
     /* Causal: each row attends to its sequence up to its own position, which
      * includes the earlier rows of its own span. */
-    const layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL};
+    const layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL, .window = o ? o->attn_window : 0};
     for (int l = 0; l < c->n_layers; l++) {
         layer_forward(f->ls, &m->layers[l], kv, l, &rows, f->x);
         copy_taps(o, l, f->x, n, H);

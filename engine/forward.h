@@ -41,6 +41,8 @@ typedef struct {
     float *final_hidden;   /* out, optional: [total_rows, hidden] after the final norm */
     const unsigned char *corrupt_rows; /* fault injection only: [total_rows], non-zero rows get
                                           their hidden state overwritten after layer 0; NULL = none */
+    int attn_window;       /* fault injection only: keys more than this many positions back are not
+                              attended (layer_rows.window); 0 = none */
 } fwd_out;
 
 typedef struct fwd_ctx fwd_ctx;

@@ -7,7 +7,6 @@
 #include "errmsg.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,16 +23,20 @@ struct layer_scratch {
     float *hg;   /* [R, I]  gate, then silu(gate)·up */
     float *hu;   /* [R, I]  up */
     int *nctx;   /* [R]     causal n_ctx when the caller gives none */
-    /* Attention scores: one [scores_cap] buffer per thread. */
+    /* Attention scores: kb_attention_span's scratch for scores_cap positions
+     * at scores_threads kernel threads. */
     float *scores;
+    size_t scores_floats;
     int scores_cap, scores_threads;
 };
 
 static int alloc_scores(layer_scratch *s, int cap, int threads) {
-    float *p = kb_alloc((size_t)cap * (size_t)threads * sizeof(float));
+    size_t floats = kb_attention_span_scratch(s->cfg.n_heads, s->cfg.n_kv_heads, cap);
+    float *p = kb_alloc(floats * sizeof(float));
     if (!p) return -1;
     kb_free(s->scores);
     s->scores = p;
+    s->scores_floats = floats;
     s->scores_cap = cap;
     s->scores_threads = threads;
     return 0;
@@ -59,7 +62,7 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
     s->nctx = calloc(R, sizeof(int));
     int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
     if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx ||
-        alloc_scores(s, cap, omp_get_max_threads())) {
+        alloc_scores(s, cap, kb_threads())) {
         layer_scratch_free(s);
         return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
     }
@@ -77,7 +80,7 @@ void layer_scratch_free(layer_scratch *s) {
 }
 
 int layer_scratch_reserve(layer_scratch *s, int max_ctx) {
-    int threads = omp_get_max_threads();
+    int threads = kb_threads();
     if (max_ctx <= s->scores_cap && threads <= s->scores_threads) return 0;
     return alloc_scores(s, max_ctx > s->scores_cap ? max_ctx : s->scores_cap,
                         threads > s->scores_threads ? threads : s->scores_threads);
@@ -132,13 +135,26 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     if (w->q_norm) kb_rmsnorm(s->q, s->q, w->q_norm, n * nh, hd, c->rms_norm_eps);
     kb_rope(s->q, r->pos, n, nh, hd, c->rope_theta);
     project_kv(s, w, kv, l, r, s->xb);
-    /* Every row's K/V is in the cache before any row attends. Rows are
-     * independent: one thread per row, each with its own score buffer. */
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
-    for (int i = 0; i < n; i++) {
-        float *scores = s->scores + (size_t)omp_get_thread_num() * s->scores_cap;
-        kb_kv_view view = kv_view(kv, l, r->seq[i]);
-        kb_attention_row(s->att + (size_t)i * Q, s->q + (size_t)i * Q, &view, nctx[i], nh, scale, scores);
+    /* Every row's K/V is in the cache before any row attends. Consecutive
+     * rows of one sequence form a span: the kernel loads each K/V slot once
+     * for all of them (and parallelises over kv heads × row chunks); each
+     * row's result is bit-identical to attending alone. */
+    for (int i0 = 0, i1; i0 < n; i0 = i1) {
+        if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
+            i1 = i0 + 1;
+            kb_kv_view view = kv_view(kv, l, r->seq[i0]);
+            int start = nctx[i0] - r->window;
+            start = start > 0 ? start - start % view.page_size : 0;
+            view.pages += start / view.page_size;
+            int nc = nctx[i0] - start;
+            kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, 1, &nc, nh, scale, s->scores,
+                              s->scores_floats);
+            continue;
+        }
+        for (i1 = i0 + 1; i1 < n && r->seq[i1] == r->seq[i0]; i1++) {}
+        kb_kv_view view = kv_view(kv, l, r->seq[i0]);
+        kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, i1 - i0, nctx + i0, nh, scale,
+                          s->scores, s->scores_floats);
     }
     kb_matmul(s->xo, s->att, &w->wo, n);
     kb_add(x, s->xo, n, H);

@@ -26,7 +26,7 @@ typedef struct layer_scratch layer_scratch;
  * eps / rope_theta; it is copied. */
 int  layer_scratch_create(layer_scratch **out, const model_config *cfg, int max_rows, char *err, size_t errlen);
 void layer_scratch_free(layer_scratch *s);
-/* Makes room for attention over max_ctx positions with the current OpenMP
+/* Makes room for attention over max_ctx positions with the current kernel
  * thread count. 0 ok, -1 out of memory (the old buffers stay usable). */
 int  layer_scratch_reserve(layer_scratch *s, int max_ctx);
 int  layer_scratch_max_rows(const layer_scratch *s);
@@ -36,6 +36,8 @@ typedef struct {
     const int *seq;     /* [n] kv sequence of each row */
     const int *pos;     /* [n] position: RoPE angle and KV slot (< kv_len(seq)) */
     const int *n_ctx;   /* [n] keys attended, positions 0..n_ctx-1; NULL = pos+1 */
+    int window;         /* fault injection only (spec/fault.h window): keys more than `window`
+                           positions back, rounded down to whole KV pages, are not attended; 0 = all */
 } layer_rows;
 
 /* x[n, H], the residual stream, in place:

@@ -1,7 +1,9 @@
 /* backend.h — the compute interface that engine/ calls; nothing above this
  * header knows which device runs it. The CPU backend (cpu_*.c) implements it
- * with OpenMP threads and AVX2 where present; a CUDA backend and tensor-
- * parallel sharding (MPI on CPU, NCCL on GPU) implement the same calls.
+ * with its own thread pool and a SIMD path chosen at run time (AVX-512,
+ * AVX2 + FMA, or scalar; the binary itself targets baseline x86-64); a CUDA
+ * backend and tensor-parallel sharding (MPI on CPU, NCCL on GPU) implement
+ * the same calls.
  *
  * Ownership: kb_alloc'd buffers belong to the caller (kb_free). Weights are
  * never owned here: a kb_weight points at memory the loader owns (usually an
@@ -9,12 +11,35 @@
  *
  * Batch invariance (DESIGN §4): every kernel computes each output element
  * with a reduction order that does not depend on how many rows are in the
- * call. A row's result is bit-identical alone, among verify rows, or beside
- * other sequences. tests/test_kernels.c checks this for every kernel. */
+ * call, on the thread count, or on where a row lands in a tile. A row's
+ * result is bit-identical alone, among verify rows, or beside other
+ * sequences. That holds within one SIMD path; different paths may round
+ * matmuls differently (8 vs 16 accumulator lanes), so compare bits only
+ * between runs on the same path. tests/test_kernels.c checks this for every
+ * kernel on every path the CPU has. */
 #ifndef SPECBED_BACKEND_H
 #define SPECBED_BACKEND_H
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- CPU threads and SIMD path (process-wide; set them at startup, never
+ * while kernels run) ----------------------------------------------------- */
+
+/* Threads the CPU kernels use: the calling thread plus n − 1 persistent
+ * workers. n ≤ 0 picks the default: OMP_NUM_THREADS when set (scripts set it;
+ * the first number of a list), else the CPUs in this process's affinity mask.
+ * Returns the count now in effect (fewer than n if threads could not be
+ * started). Kernels call kb_threads_init(0) themselves on first use. */
+int kb_threads_init(int n);
+int kb_threads(void);
+
+/* The SIMD path the CPU kernels run: "avx512", "avx2" or "scalar". The
+ * default is the best this CPU supports; the environment variable
+ * SPECBED_CPU_PATH (a diagnostic) may name a lower one, read once.
+ * kb_set_cpu_path forces one: 0 ok, -1 unknown name or not supported here. */
+const char *kb_cpu_path(void);
+int kb_set_cpu_path(const char *name);
+int kb_cpu_path_supported(const char *name);   /* 1 yes, 0 no */
 
 typedef enum { KB_F32 = 0, KB_BF16 = 1, KB_F16 = 2 } kb_dtype;
 
@@ -71,5 +96,18 @@ typedef struct {
 } kb_kv_view;
 void kb_attention_row(float *out, const float *q, const kb_kv_view *kv, int n_ctx,
                       int n_heads, float scale, float *scratch /* [n_ctx] */);
+
+/* Attention of n_q query rows of ONE sequence (a prefill chunk, verify rows,
+ * a DSpark block) over its history: row i attends to positions
+ * 0..n_ctx[i]−1 (causal spans: n_ctx[i] = start + i + 1). q, out:
+ * [n_q, n_heads, head_dim]. Each K/V slot is loaded once for all rows and
+ * all q heads of its kv head; each row's output is bit-identical to
+ * kb_attention_row for that row. Runs on the thread pool (over kv heads ×
+ * chunks of rows). scratch: scratch_floats floats; kb_attention_span_scratch
+ * gives the amount for full speed at the current kb_threads(); less (but at
+ * least max n_ctx) only means fewer threads or smaller chunks. */
+size_t kb_attention_span_scratch(int n_heads, int n_kv_heads, int max_ctx);
+void kb_attention_span(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx,
+                       int n_heads, float scale, float *scratch, size_t scratch_floats);
 
 #endif

@@ -1,20 +1,34 @@
-/* cpu_internal.h — helpers shared by the CPU backend's files (cpu_*.c) and
- * nothing else: exact scalar dtype widening and the SIMD feature switch.
- * Not part of the backend interface; engine/ never includes it. */
+/* cpu_internal.h — what the CPU backend's files (cpu_*.c) share and nothing
+ * else: exact scalar dtype widening, the SIMD path switch, the per-path
+ * matmul entry points, and the thread pool's work-splitting call.
+ * Not part of the backend interface; engine/ never includes it.
+ *
+ * SIMD paths are chosen at run time (cpu_dispatch.c), never by compiler
+ * flags: the library is built for baseline x86-64, and the AVX2 and AVX-512
+ * code lives in its own translation units compiled with per-file -m flags
+ * (cpu_matmul_avx2.c, cpu_matmul_avx512.c) or in functions carrying a
+ * target attribute (cpu_attention.c). Such code runs only after
+ * cpu_path_get() said the CPU has it. */
 #ifndef SPECBED_CPU_INTERNAL_H
 #define SPECBED_CPU_INTERNAL_H
+#include "backend.h"
+
+#include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* AVX2 + FMA + F16C path when the compiler targets them (-march=native on any
- * x86-64 from 2013 on); otherwise the portable scalar path. Both are always
- * compiled so the scalar one cannot rot. */
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define CPU_AVX2 1
-#include <immintrin.h>
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1
 #else
-#define CPU_AVX2 0
+#define CPU_X86 0
 #endif
+
+typedef enum { CPU_PATH_SCALAR = 0, CPU_PATH_AVX2 = 1, CPU_PATH_AVX512 = 2 } cpu_path;
+
+/* The path kernels use now (resolved on first call: the best this CPU has,
+ * or what kb_set_cpu_path chose). */
+cpu_path cpu_path_get(void);
 
 static inline float cpu_bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
@@ -24,5 +38,96 @@ static inline float cpu_bf16_to_f32(uint16_t h) {
 }
 
 float cpu_f16_to_f32(uint16_t h);
+
+/* e^x for the kernels' softmax (attention) and SiLU: Cephes expf's range
+ * reduction and polynomial, written with explicit fmaf so that the 8-wide
+ * AVX2 version below performs the same operations and gives the same bits
+ * (scalar and AVX2 paths agree; a lane's result never depends on its
+ * neighbours). Error ≤ 1.01 ulp, measured against exp() in double over every
+ * float in [−87, 88.7] (libm's expf: 0.502 ulp); exact 1 at 0; 0 below
+ * −103.28, +inf above 88.72, NaN stays NaN; results are rounded once into
+ * the subnormal range. Vectorising the ~7,000 exp per row of the tiny model
+ * (4 layers × 4 heads × 256 positions, plus SwiGLU) is why it is ours and
+ * not libm's. */
+#define CPU_EXP_MAX 88.72283905206835f
+#define CPU_EXP_MIN (-103.278929903431851103f)
+static inline float cpu_expf(float x) {
+    if (x != x) return x;
+    if (x > CPU_EXP_MAX) return (float)INFINITY;
+    if (x < CPU_EXP_MIN) return 0.0f;
+    float n = rintf(x * 1.44269504088896341f);   /* x = n·ln2 + r, |r| ≤ ln2/2 */
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float z = r * r;
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, z, r);
+    p = p + 1.0f;
+    /* × 2^n in two exact-power steps (n ∈ [−150, 128]: each half is a normal
+     * power of two), so only the last product rounds. */
+    int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
+    uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, 4);
+    memcpy(&s2, &b2, 4);
+    return (p * s1) * s2;
+}
+
+#if CPU_X86
+#include <immintrin.h>
+/* cpu_expf on 8 lanes, the same operations lane by lane. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 cpu_exp8_avx2(__m256 x) {
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(CPU_EXP_MIN)), _mm256_set1_ps(CPU_EXP_MAX));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 z = _mm256_mul_ps(r, r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, z, r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256i k = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, k), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, k), 23));
+    __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    e = _mm256_blendv_ps(e, _mm256_set1_ps((float)INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(CPU_EXP_MAX), _CMP_GT_OQ));
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(CPU_EXP_MIN), _CMP_LT_OQ));
+    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+#endif
+
+/* ---- matmul, per path ------------------------------------------------------
+ * y[i*ldy + j] = x[i]·w[j] for rows i < m of x (x[i] at x + i*cols) and
+ * weight rows j in [j0, j1). Each path fixes one reduction order per output
+ * element (documented in its file) that depends on nothing but cols. */
+typedef void cpu_mm_block_fn(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt,
+                             int cols, int j0, int j1);
+cpu_mm_block_fn cpu_mm_block_scalar;
+#if CPU_X86
+cpu_mm_block_fn cpu_mm_block_avx2;
+cpu_mm_block_fn cpu_mm_block_avx512;
+#endif
+
+/* ---- thread pool (cpu_pool.c) ----------------------------------------------
+ * Runs fn(arg, chunk, slot) for every chunk in [0, n_chunks), each exactly
+ * once, on the calling thread plus whichever pool workers are awake; returns
+ * when all have run. slot < max_slots identifies the executing thread within
+ * this call (0 = the caller), for per-thread scratch; at most max_slots
+ * threads take part (max_slots ≤ 0: no limit beyond kb_threads()). A chunk is
+ * always run whole by one thread. Called from inside a chunk, or while
+ * another thread is using the pool, it runs every chunk on the calling
+ * thread with slot 0. */
+typedef void cpu_task_fn(void *arg, int chunk, int slot);
+void cpu_parallel(cpu_task_fn *fn, void *arg, int n_chunks, int max_slots);
 
 #endif

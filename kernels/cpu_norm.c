@@ -17,17 +17,29 @@
 
 #include <math.h>
 
-void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps) {
-#pragma omp parallel for schedule(static) if ((double)m * n >= 262144)
-    for (int i = 0; i < m; i++) {
-        const float *xr = x + (size_t)i * n;
-        float *yr = y + (size_t)i * n;
+typedef struct { float *y; const float *x, *g; int m, n, rows_per_chunk; float eps; } norm_job;
+
+static void rmsnorm_rows(void *vp, int c, int slot) {
+    (void)slot;
+    const norm_job *j = vp;
+    int i1 = (c + 1) * j->rows_per_chunk < j->m ? (c + 1) * j->rows_per_chunk : j->m;
+    for (int i = c * j->rows_per_chunk; i < i1; i++) {
+        const float *xr = j->x + (size_t)i * j->n;
+        float *yr = j->y + (size_t)i * j->n;
         double ss = 0.0;
-        for (int k = 0; k < n; k++) ss += (double)xr[k] * (double)xr[k];
+        for (int k = 0; k < j->n; k++) ss += (double)xr[k] * (double)xr[k];
         /* HF: x * rsqrt(mean(x²) + eps), then weight * that (in this order). */
-        float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
-        for (int k = 0; k < n; k++) yr[k] = g[k] * (xr[k] * inv);
+        float inv = (float)(1.0 / sqrt(ss / j->n + (double)j->eps));
+        for (int k = 0; k < j->n; k++) yr[k] = j->g[k] * (xr[k] * inv);
     }
+}
+
+void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps) {
+    if (m <= 0) return;
+    /* Rows are independent; ~64k elements per pool chunk. */
+    int per = n > 0 && n < 65536 ? 65536 / n : 1;
+    norm_job j = {.y = y, .x = x, .g = g, .m = m, .n = n, .rows_per_chunk = per, .eps = eps};
+    cpu_parallel(rmsnorm_rows, &j, (m + per - 1) / per, 0);
 }
 
 double kb_softmax(float *x, int n) {

@@ -4,6 +4,7 @@
  * in the other server_*.c files. */
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "errmsg.h"
 #include "server_internal.h"
 
@@ -79,10 +80,6 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     spec_callbacks cb = {0};
     srv_loop_callbacks(s, &cb);
     if (spec_batch_create(&s->b, s->e, s->d, s->d ? o->depth : 0, &cb, err, errlen)) goto fail;
-    if (o->fault_on && o->fault.kind == FAULT_WINDOW) {
-        errf(err, errlen, "--inject-fault window is not implemented yet");
-        goto fail;
-    }
     if (o->fault_on) {
         spec_fault f = o->fault;
         if (f.kind == FAULT_FLAT && f.trigger < 0) {   /* the report's trigger: a line break */
@@ -101,11 +98,11 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     if (srv_loop_start(s, err, errlen)) goto fail;
     if (srv_http_start(s, err, errlen)) goto fail;
     fprintf(s->log, "specbed serve: listening on http://%s%s%s:%d (model %s as '%s', drafter %s, depth %d, "
-            "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d)\n",
+            "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d, kernels %s x%d)\n",
             strchr(s->o.host, ':') ? "[" : "", s->o.host, strchr(s->o.host, ':') ? "]" : "", s->port,
             o->model_dir, s->served_name, s->d ? s->d->ops->name : "none", s->d ? o->depth : 0,
             s->policy ? o->verify.name : "fixed", N, o->max_queue,
-            s->e->opts.max_seq_len, s->e->opts.max_batch_rows);
+            s->e->opts.max_seq_len, s->e->opts.max_batch_rows, kb_cpu_path(), kb_threads());
     if (o->fault_on) {
         char what[256];
         fault_describe(&s->o.fault, what, sizeof what);

@@ -1,7 +1,6 @@
 /* cost_profile.c — measuring the verify cost curve on this engine (see
  * cost_profile.h); loading, saving and reading curves is common/cost_curve.c. */
 #include "cost_profile.h"
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -64,10 +63,10 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
     }
     char src[600];
     snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads", e->opts.model_dir, history,
-             omp_get_max_threads());
+             kb_threads());
     cost_curve_from_points(t, pr, ps, np, src);
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
-    t->threads = omp_get_max_threads();
+    t->threads = kb_threads();
     t->history = history;
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);
     n_open = 0;

@@ -130,9 +130,3 @@ int fault_logits(fault_state *s, float *logits, int V, const int *tok, const int
     s->injected += changed;
     return changed;
 }
-
-int fault_window_start(const fault_state *s, int pos, int page_size) {
-    if (s->f.kind != FAULT_WINDOW || pos + 1 <= s->f.below) return 0;
-    int start = pos + 1 - s->f.below;
-    return start - start % page_size;   /* whole pages: the view starts at a page */
-}

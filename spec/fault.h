@@ -65,6 +65,4 @@ int fault_pick_row(fault_state *s, double now, int verify_rows, const int *k, co
 /* flat, nondet: rewrites logits rows [n, V] in place; tok[i] and pos[i] are
  * the input token and position of logits row i. Returns rows changed. */
 int fault_logits(fault_state *s, float *logits, int V, const int *tok, const int *pos, int n);
-/* window: keys visible to a query at position `pos` start here (0 = all). */
-int fault_window_start(const fault_state *s, int pos, int page_size);
 #endif

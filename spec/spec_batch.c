@@ -333,7 +333,8 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
     fwd_batch fb = {.spans = b->spans, .n_spans = ns};
     fwd_out fo = {.logit_rows = b->logit_rows, .n_logit_rows = nl, .logits = b->logits,
                   .tap_layers = T ? d->tap_layers : NULL, .n_taps = T, .taps = b->taps,
-                  .corrupt_rows = faulty ? b->corrupt : NULL};
+                  .corrupt_rows = faulty ? b->corrupt : NULL,
+                  .attn_window = b->fault_on && b->fault.f.kind == FAULT_WINDOW ? b->fault.f.below : 0};
     double t0 = gen_now();
     int frc = fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen);
     if (faulty) memset(b->corrupt, 0, (size_t)rows);

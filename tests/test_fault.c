@@ -8,6 +8,8 @@
  *     greedy output changes; with first=S it stops after S seconds;
  *   - flat: rows below `below` whose token is the trigger get the fixed
  *     distribution (its argmax is what is generated); above it, nothing;
+ *   - window: keys more than `below` back hidden change the output, a
+ *     window wider than the context does not;
  *   - nondet: the same run twice (two "processes": two armings) gives two
  *     different greedy outputs, where the clean run is reproducible. */
 #include <string.h>
@@ -104,6 +106,17 @@ int main(void) {
     f.below = 10;                          /* position 39 is past it */
     CHECK(!spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &out, &tm, err, sizeof err));
     CHECK(out.tokens[0] == clean.tokens[0]);
+    gen_results_free(&out, 1);
+
+    /* window: keys more than 16 positions back invisible changes a 40-token
+     * context's continuation; a window wider than the context changes nothing */
+    fault_parse("window,below=16", &f, err, sizeof err);
+    CHECK(!spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &out, &tm, err, sizeof err));
+    CHECKF(differs(&out, &clean), "window=16 left the output unchanged");
+    gen_results_free(&out, 1);
+    fault_parse("window,below=4096", &f, err, sizeof err);
+    CHECK(!spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &out, &tm, err, sizeof err));
+    CHECK(!differs(&out, &clean));
     gen_results_free(&out, 1);
 
     /* nondet: two armings (fresh processes) disagree */

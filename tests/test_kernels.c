@@ -4,6 +4,15 @@
  * must be the same bits whatever else is in the call and however many
  * threads run it.
  *
+ * Every check runs once per SIMD path this CPU supports (scalar always,
+ * then avx2 and avx512 where present), each forced with kb_set_cpu_path.
+ * Invariance is a property of one path: the AVX-512 matmul accumulates in
+ * 16 lanes, AVX2 and scalar in 8, so avx512 results may differ from the
+ * others in the last bits and are never compared with them; scalar and
+ * avx2 share one order and must agree bit for bit, and attention has one
+ * order on every path. Each path's matmul is also checked against a plain-C
+ * emulation of the reduction order its file documents.
+ *
  * Tolerances are error bounds, not guesses. With u = 2⁻²⁴ (f32 unit
  * roundoff), a float dot product of n terms, in any summation order, is
  * within γ_n·Σ|x_k·w_k| of the exact value, γ_n = n·u/(1 − n·u) (Higham,
@@ -14,7 +23,6 @@
 #include "test_util.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,9 +119,9 @@ static void test_conversions(void) {
 /* ---- matmul --------------------------------------------------------------- */
 
 static void test_matmul_accuracy(void) {
-    const int cols_list[] = { 1, 7, 8, 9, 31, 32, 33, 64, 77, 100, 129, 300 };
-    const int rows_list[] = { 1, 5, 16, 17, 33 };
-    const int m_list[] = { 1, 3, 4, 5, 9 };
+    const int cols_list[] = { 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 77, 100, 129, 300 };
+    const int rows_list[] = { 1, 5, 16, 17, 25, 33 };
+    const int m_list[] = { 1, 3, 4, 5, 7, 9, 13 };
     double worst = 0;
     for (int dt = 0; dt < 3; dt++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
@@ -139,15 +147,18 @@ static void test_matmul_accuracy(void) {
                         }
                     free(x); free(y); free_weight(&t);
                 }
-    printf("matmul: worst |err|/sum|x*w| = %.3g (bound gamma_n, n<=300: %.3g)\n", worst, gamma_n(300));
+    printf("matmul [%s]: worst |err|/sum|x*w| = %.3g (bound gamma_n, n<=300: %.3g)\n", kb_cpu_path(), worst,
+           gamma_n(300));
 }
 
-/* Row results must be bit-identical for any m, any neighbours, any thread count. */
+/* Row results must be bit-identical for any m, any neighbours, any thread
+ * count (1, 2, 3), any tile a row lands in. The shapes are big enough that
+ * the pool splits them (over weight rows, and over x rows for 600×77). */
 static void test_matmul_invariance(void) {
-    const int shapes[][2] = { { 37, 77 }, { 300, 256 }, { 64, 45 } }; /* rows, cols */
+    const int shapes[][2] = { { 37, 77 }, { 300, 256 }, { 64, 45 }, { 600, 77 }, { 97, 33 } }; /* rows, cols */
     const int M = 17;
     for (int dt = 0; dt < 3; dt++)
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 5; s++) {
             int rows = shapes[s][0], cols = shapes[s][1];
             test_weight t = make_weight((kb_dtype)dt, rows, cols);
             float *x = malloc((size_t)(M + 8) * cols * sizeof(float));
@@ -155,12 +166,12 @@ static void test_matmul_invariance(void) {
             float *y = malloc((size_t)(M + 8) * rows * sizeof(float));
             float *xb = malloc((size_t)(M + 8) * cols * sizeof(float));
             for (int i = 0; i < (M + 8) * cols; i++) x[i] = frand(-2, 2);
-            omp_set_num_threads(2);
+            kb_threads_init(2);
             kb_matmul(yfull, x, &t.w, M);
             int bad = 0;
-            for (int threads = 1; threads <= 2; threads++) {
-                omp_set_num_threads(threads);
-                /* prefixes m = 1..17 */
+            for (int threads = 1; threads <= 3; threads++) {
+                CHECK(kb_threads_init(threads) == threads && kb_threads() == threads);
+                /* prefixes m = 1..17: every tile shape and remainder */
                 for (int m = 1; m <= M; m++) {
                     kb_matmul(y, x, &t.w, m);
                     bad += memcmp(y, yfull, (size_t)m * rows * sizeof(float)) != 0;
@@ -176,11 +187,54 @@ static void test_matmul_invariance(void) {
                     bad += memcmp(y + (size_t)at * rows, yfull + (size_t)i * rows, rows * sizeof(float)) != 0;
                 }
             }
-            CHECKF(bad == 0, "%s matmul rows=%d cols=%d: %d row results changed with m/neighbours/threads",
-                   dt_name(dt), rows, cols, bad);
+            CHECKF(bad == 0, "%s matmul [%s] rows=%d cols=%d: %d row results changed with m/neighbours/threads",
+                   dt_name(dt), kb_cpu_path(), rows, cols, bad);
             free(x); free(y); free(xb); free(yfull); free_weight(&t);
         }
-    omp_set_num_threads(2);
+    kb_threads_init(2);
+}
+
+/* The reduction order each path documents, in plain C (fmaf is correctly
+ * rounded, like vfmadd): lanes = 8 is cpu_matmul.c's scalar / AVX2 order,
+ * lanes = 16 the AVX-512 one. */
+static float contract_dot(const float *x, const double *w, int cols, int lanes) {
+    float a[16] = { 0 };
+    if (lanes == 8) {
+        int k = 0;
+        for (; k + 8 <= cols; k += 8)
+            for (int l = 0; l < 8; l++) a[l] = fmaf(x[k + l], (float)w[k + l], a[l]);
+        float r = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+        for (; k < cols; k++) r = fmaf(x[k], (float)w[k], r);
+        return r;
+    }
+    for (int k = 0; k < cols; k++) a[k % 16] = fmaf(x[k], (float)w[k], a[k % 16]);
+    float b[8], c[4], d[2];
+    for (int l = 0; l < 8; l++) b[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++) c[l] = b[l] + b[l + 4];
+    for (int l = 0; l < 2; l++) d[l] = c[l] + c[l + 2];
+    return d[0] + d[1];
+}
+
+static void test_matmul_contract(void) {
+    const char *path = kb_cpu_path();
+    int lanes = !strcmp(path, "avx512") ? 16 : 8;
+    const int cols_list[] = { 1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40, 63, 77, 256, 300 };
+    int bad = 0;
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++) {
+            int cols = cols_list[ci], rows = 29, m = 11;
+            test_weight t = make_weight((kb_dtype)dt, rows, cols);
+            float *x = malloc((size_t)m * cols * sizeof(float)), *y = malloc((size_t)m * rows * sizeof(float));
+            for (int i = 0; i < m * cols; i++) x[i] = frand(-2, 2);
+            kb_matmul(y, x, &t.w, m);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < rows; j++) {
+                    float want = contract_dot(x + (size_t)i * cols, t.val + (size_t)j * cols, cols, lanes);
+                    if (memcmp(&want, &y[(size_t)i * rows + j], sizeof want)) bad++;
+                }
+            free(x); free(y); free_weight(&t);
+        }
+    CHECKF(bad == 0, "matmul [%s]: %d results differ from the %d-lane order the path documents", path, bad, lanes);
 }
 
 /* ---- rmsnorm, rope, swiglu, add, softmax ---------------------------------- */
@@ -253,7 +307,7 @@ static void test_pointwise(void) {
     kb_swiglu(o, g, u, m, n);
     for (int i = 0; i < m * n; i++) {
         double ref = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
-        /* expf ≤ 1 ulp, then +, /, ×: ≤ 4 ulp relative (1 + exp(−g) ≥ 1 keeps it well conditioned). */
+        /* exp ≤ 1.01 ulp (cpu_expf), then +, /, ×: ≤ 4 ulp relative (1 + exp(−g) ≥ 1 keeps it well conditioned). */
         CHECKF(fabs(o[i] - ref) <= 4 * U * fabs(ref) + 1e-30, "swiglu[%d] %.9g vs %.9g", i, o[i], ref);
     }
     kb_swiglu(o1, g + n, u + n, 1, n);
@@ -397,14 +451,138 @@ static void test_attention(void) {
     }
 }
 
+/* kb_attention_span: each row bit-identical to kb_attention_row for that
+ * row, for causal spans (prefill chunks, verify rows) and a non-causal block
+ * (DSpark: every row sees the whole block), at 1..3 threads, and with
+ * scratch below the full-speed size (fewer threads, smaller chunks, or one
+ * head at a time). */
+static void test_attention_span(void) {
+    const int cfgs[][5] = { /* heads, kv heads, hd, history before the span, rows */
+        { 8, 2, 64, 300, 9 }, { 4, 4, 20, 37, 5 }, { 6, 1, 16, 0, 1 }, { 4, 2, 64, 70, 17 }, { 8, 2, 128, 40, 3 },
+        { 2, 1, 8, 5, 12 } };
+    int bad = 0;
+    for (int c = 0; c < 6; c++) {
+        int nh = cfgs[c][0], nkv = cfgs[c][1], hd = cfgs[c][2], n0 = cfgs[c][3], nq = cfgs[c][4];
+        int total = n0 + nq, group = nh / nkv;
+        size_t slot = (size_t)nkv * hd, qsz = (size_t)nh * hd;
+        float *K = malloc(total * slot * sizeof(float)), *V = malloc(total * slot * sizeof(float));
+        float *q = malloc(nq * qsz * sizeof(float)), *ref = malloc(nq * qsz * sizeof(float));
+        float *out = malloc(nq * qsz * sizeof(float)), *row_scratch = malloc(total * sizeof(float));
+        for (size_t i = 0; i < total * slot; i++) { K[i] = frand(-1, 1); V[i] = frand(-1, 1); }
+        for (size_t i = 0; i < nq * qsz; i++) q[i] = frand(-1, 1);
+        float scale = (float)(1.0 / sqrt(hd)) * 3;
+        int *nctx = malloc(nq * sizeof(int));
+        for (int shape = 0; shape < 2; shape++) {
+            for (int i = 0; i < nq; i++) nctx[i] = shape == 0 ? n0 + i + 1 : total;   /* causal, block */
+            for (int ps = 3; ps <= 16; ps += 13) {
+                paged p = make_paged(K, V, total, nkv, hd, ps);
+                for (int i = 0; i < nq; i++)
+                    kb_attention_row(ref + i * qsz, q + i * qsz, &p.view, nctx[i], nh, scale, row_scratch);
+                for (int threads = 1; threads <= 3; threads++) {
+                    kb_threads_init(threads);
+                    size_t full = kb_attention_span_scratch(nh, nkv, total);
+                    CHECK(full >= (size_t)threads * group * total);
+                    const size_t sizes[4] = { full, (size_t)group * total * 2, (size_t)group * total, (size_t)total };
+                    float *scratch = malloc(full * sizeof(float));
+                    for (int si = 0; si < 4; si++) {
+                        memset(out, 0xff, nq * qsz * sizeof(float));   /* NaN: every element must be written */
+                        kb_attention_span(out, q, &p.view, nq, nctx, nh, scale, scratch, sizes[si]);
+                        for (int i = 0; i < nq; i++) {
+                            int differs = memcmp(out + i * qsz, ref + i * qsz, qsz * sizeof(float)) != 0;
+                            CHECKF(!differs, "attention span [%s] cfg %d %s page %d threads %d scratch %zu: row %d "
+                                   "differs from kb_attention_row", kb_cpu_path(), c, shape ? "block" : "causal",
+                                   ps, threads, sizes[si], i);
+                            bad += differs;
+                        }
+                    }
+                    free(scratch);
+                }
+                free_paged(&p);
+            }
+        }
+        free(K); free(V); free(q); free(ref); free(out); free(row_scratch); free(nctx);
+    }
+    kb_threads_init(2);
+    if (!bad) printf("attention span [%s]: every row equals kb_attention_row bit for bit\n", kb_cpu_path());
+}
+
+/* ---- across paths ---------------------------------------------------------- */
+
+enum { FP_ROWS = 40, FP_COLS = 77, FP_M = 5, FP_NH = 4, FP_NKV = 2, FP_HD = 24, FP_CTX = 50 };
+typedef struct {
+    float mm[3][FP_M * FP_ROWS];     /* per dtype */
+    float att[FP_NH * FP_HD];
+    float silu[300];
+} fingerprint;
+
+/* The same inputs on every path (the generator is re-seeded). */
+static void take_fingerprint(fingerprint *f) {
+    uint64_t saved = rng;
+    rng = 0x1234567887654321ull;
+    for (int dt = 0; dt < 3; dt++) {
+        test_weight t = make_weight((kb_dtype)dt, FP_ROWS, FP_COLS);
+        float x[FP_M * FP_COLS];
+        for (int i = 0; i < FP_M * FP_COLS; i++) x[i] = frand(-2, 2);
+        kb_matmul(f->mm[dt], x, &t.w, FP_M);
+        free_weight(&t);
+    }
+    static float K[FP_CTX * FP_NKV * FP_HD], V[FP_CTX * FP_NKV * FP_HD];
+    float q[FP_NH * FP_HD], scratch[FP_CTX];
+    for (int i = 0; i < FP_CTX * FP_NKV * FP_HD; i++) { K[i] = frand(-1, 1); V[i] = frand(-1, 1); }
+    for (int i = 0; i < FP_NH * FP_HD; i++) q[i] = frand(-1, 1);
+    paged p = make_paged(K, V, FP_CTX, FP_NKV, FP_HD, 16);
+    kb_attention_row(f->att, q, &p.view, FP_CTX, FP_NH, 0.3f, scratch);
+    free_paged(&p);
+    float g[300], u[300];
+    for (int i = 0; i < 300; i++) { g[i] = frand(-30, 30); u[i] = frand(-2, 2); }
+    kb_swiglu(f->silu, g, u, 3, 100);
+    rng = saved;
+}
+
 int main(void) {
+    /* the path API */
+    CHECK(kb_set_cpu_path("bogus") == -1 && !kb_cpu_path_supported("bogus"));
+    CHECK(kb_cpu_path_supported("scalar") == 1 && kb_set_cpu_path("scalar") == 0 && !strcmp(kb_cpu_path(), "scalar"));
+    CHECK(kb_threads_init(3) == 3 && kb_threads() == 3);
+    kb_threads_init(2);
+
+    const char *paths[3] = { "scalar", "avx2", "avx512" };
+    static fingerprint fp[3];
+    int have[3] = { 0 };
     test_conversions();
-    test_matmul_accuracy();
-    test_matmul_invariance();
-    test_rmsnorm();
-    test_rope();
-    test_pointwise();
-    test_softmax();
-    test_attention();
+    for (int pi = 0; pi < 3; pi++) {
+        if (!kb_cpu_path_supported(paths[pi])) {
+            printf("path %s: not supported by this CPU, not tested\n", paths[pi]);
+            if (pi == 0) CHECK(0);
+            continue;
+        }
+        CHECK(kb_set_cpu_path(paths[pi]) == 0 && !strcmp(kb_cpu_path(), paths[pi]));
+        printf("path %s\n", paths[pi]);
+        test_matmul_accuracy();
+        test_matmul_invariance();
+        test_matmul_contract();
+        test_rmsnorm();
+        test_rope();
+        test_pointwise();
+        test_softmax();
+        test_attention();
+        test_attention_span();
+        take_fingerprint(&fp[pi]);
+        have[pi] = 1;
+    }
+    /* scalar and avx2 share the 8-lane matmul order; attention and SwiGLU have
+     * one order (and one exp) on every path. avx512's matmul (16 lanes) may differ: reported, not required. */
+    for (int pi = 1; pi < 3; pi++) {
+        if (!have[pi]) continue;
+        CHECKF(memcmp(fp[pi].att, fp[0].att, sizeof fp[0].att) == 0, "attention differs between scalar and %s", paths[pi]);
+        CHECKF(memcmp(fp[pi].silu, fp[0].silu, sizeof fp[0].silu) == 0, "swiglu differs between scalar and %s", paths[pi]);
+        int differ = 0;
+        for (int dt = 0; dt < 3; dt++)
+            for (int i = 0; i < FP_M * FP_ROWS; i++) differ += memcmp(&fp[pi].mm[dt][i], &fp[0].mm[dt][i], 4) != 0;
+        if (pi == 1) CHECKF(differ == 0, "matmul: avx2 and scalar differ in %d of %d results", differ, 3 * FP_M * FP_ROWS);
+        else printf("matmul: avx512 differs from scalar/avx2 in %d of %d results (allowed: 16 vs 8 lanes)\n", differ,
+                    3 * FP_M * FP_ROWS);
+    }
+    kb_set_cpu_path(paths[have[2] ? 2 : have[1] ? 1 : 0]);
     return tu_done("test_kernels");
 }

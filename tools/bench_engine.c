@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "args.h"
 #include "csv_row.h"
 #include "forward.h"
 #include "generate.h"
@@ -61,15 +62,20 @@ static size_t weight_bytes(const model *m) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
     int reps = 5, ctx = 256;
+    static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N]\n"
+                                "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH)\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N]\n"); return 2; }
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+        if (!(v = opt_value("bench_engine", argc, argv, &i))) return 2;
+        if (!strcmp(a, "--model")) dir = v;
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--reps")) { if (opt_int("bench_engine", a, v, 1, 1000, &reps)) return 2; }
+        else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
+        else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
-    if (!dir || reps < 1 || reps > 1000 || ctx < 8) {
-        fprintf(stderr, "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N]\n");
+    if (!dir) {
+        fprintf(stderr, "bench_engine: --model DIR is required\n%s", usage);
         return 2;
     }
     char err[1024];
@@ -84,8 +90,8 @@ int main(int argc, char **argv) {
     FILE *csv = out ? fopen(tmp_out, "w") : NULL;   /* renamed over --out when complete */
     if (out && !csv) { fprintf(stderr, "bench_engine: cannot write %s\n", out); gen_engine_free(e); return 1; }
     if (csv) fprintf(csv, "metric,batch,rows_per_seq,value,unit\n");
-    printf("model %s: %d layers, hidden %d, vocab %d, threads %d\n", dir, c->n_layers, c->hidden_size,
-           c->vocab_size, omp_get_max_threads());
+    printf("model %s: %d layers, hidden %d, vocab %d, threads %d, kernels %s\n", dir, c->n_layers, c->hidden_size,
+           c->vocab_size, kb_threads(), kb_cpu_path());
 
     /* Token ids: a deterministic spread over the vocabulary. */
     int *toks = malloc(sizeof(int) * (size_t)(ctx + MAXB * MAXR));

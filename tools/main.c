@@ -3,6 +3,7 @@
  * its --help text. */
 #include <stdio.h>
 #include <string.h>
+#include "backend.h"
 #include "cli.h"
 #include "commands.h"   /* bench/: load, canary, sweep, report */
 
@@ -22,13 +23,20 @@ static void usage(FILE *f) {
         "  report     gnuplot figures, tables and the depth recommendation for a sweep\n"
         "  simulate   discrete-event fleet simulation: depth x load x replicas from acceptance + a cost curve\n"
         "\n"
-        "`specbed <command> --help` lists the command's options.\n");
+        "`specbed <command> --help` lists the command's options; `specbed --version` the\n"
+        "version and the kernel path this CPU runs.\n");
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "--version")) {
+        /* the kernel path is chosen at run time from this CPU's features */
+        printf("specbed %s (built %s); kernels: %s on this CPU, %d threads\n", SPECBED_VERSION, __DATE__,
+               kb_cpu_path(), kb_threads());
+        return 0;
+    }
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "profile")) return cli_profile(argc - 1, argv + 1);
