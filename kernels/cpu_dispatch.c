@@ -14,6 +14,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 static const char *const path_names[3] = {"scalar", "avx2", "avx512"};
 
@@ -23,8 +26,11 @@ static int supported(cpu_path p) {
     if (p == CPU_PATH_SCALAR) return 1;
 #if CPU_X86
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
+     * does not know "f16c"; the OS's AVX state is already implied by avx2 */
+    unsigned a, b, c, d;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (p == CPU_PATH_AVX2) return avx2;
     if (p == CPU_PATH_AVX512)
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
