@@ -17,6 +17,7 @@
 #include "canary_internal.h"
 #include "errmsg.h"
 #include "httpc.h"
+#include "json_utf8.h"
 #include "load_out.h"
 
 void canary_opts_default(canary_opts *o) {
@@ -72,7 +73,7 @@ static void write_reference(const cn_run *R) {
         cJSON_AddStringToObject(e, "reference", R->ref_kind);
         if (R->ref[k]) cJSON_AddStringToObject(e, "text", R->ref[k]);
         else cJSON_AddNullToObject(e, "text");
-        char *js = cJSON_PrintUnformatted(e);
+        char *js = json_print_utf8(e, 0);
         if (js) { fprintf(rf, "%s\n", js); free(js); }
         cJSON_Delete(e);
     }
@@ -111,6 +112,17 @@ static int reference_pass(cn_run *R, char *err, size_t errlen) {
                    "outputs under load are compared with that (speculative) reference as a determinism check, and the "
                    "verdict is at best inconclusive", isnan(rr->ignored_drafts) ? 0.0 : rr->ignored_drafts,
                    isnan(rr->ignored_draft_tokens) ? 0.0 : rr->ignored_draft_tokens);
+    } else if (R->spec && !rr->has_totals) {
+        /* Nothing could show whether the server honoured "spec_depth": 0
+         * (no draft counters): the reference is not proven speculation-off,
+         * so the spec-on/off comparison is not claimed. */
+        R->spec = 0;
+        R->ref_kind = "unverified spec-off run (no draft counters)";
+        R->not_made |= 1u << CV_SPEC_MISMATCH;
+        cn_finding(&R->F, CN_NOTE, "note: spec-on vs spec-off check NOT MADE: the server's /metrics (%s) gives no draft "
+                   "counters, so nothing shows that the \"spec_depth\": 0 reference pass was speculation-off; outputs under "
+                   "load are compared with it as a determinism check, and the verdict is at best inconclusive",
+                   msrc_name(rr->msrc));
     }
     int got = 0;
     for (int k = 0; k < rr->n_req; k++)
@@ -264,7 +276,7 @@ static int run_load(cn_run *R, char *err, size_t errlen) {
         R->first = calloc((size_t)(R->sw.n ? R->sw.n : 1), sizeof *R->first);
         if (!R->first) return errf(err, errlen, "out of memory");
     }
-    c->t_origin = http_now();    /* run times are seconds since the load began */
+    c->t_origin = R->t_origin = http_now();    /* run times are seconds since the load began */
     c->on_done = on_done;
     c->on_done_ctx = R;
     c->on_interval = on_interval;
@@ -291,6 +303,16 @@ static int run_load(cn_run *R, char *err, size_t errlen) {
     return 0;
 }
 
+const char *cn_source_desc(const cn_run *R) {
+    switch (R->lr ? R->lr->msrc : MSRC_NONE) {
+    case MSRC_SPECBED: return "specbed /metrics";
+    case MSRC_VLLM: return "vLLM /metrics";
+    case MSRC_LLAMACPP: return "llama.cpp /metrics";
+    case MSRC_SGLANG: return R->o->lo.c.sglang_log ? "the SGLang decode log" : "SGLang /metrics gauges";
+    default: return "the server (no known /metrics)";
+    }
+}
+
 /* Evidence for a flagged interval: the requests in flight during it. */
 static void interval_finding(cn_run *R, int i, const iv_row *r) {
     const ld_result *lr = R->lr;
@@ -304,9 +326,17 @@ static void interval_finding(cn_run *R, int i, const iv_row *r) {
         w += (size_t)snprintf(who + w, sizeof who - w, "\n    request %d (%s): \"%s\"", q->idx, R->sw.items[q->item].id, ex);
         shown++;
     }
-    cn_finding(&R->F, CV_ACCEPT_LEN, "interval %d [%.1f s, %.1f s]: accept length %.3f <= %.3f with %g requests in "
-               "flight (%g verify steps)%s", i, r->t_start, r->t_end, r->accept_len, R->o->thr.accept_len, r->inflight,
-               r->drafts, who);
+    int rk;
+    double al = cv_interval_value(r, R->o->min_drafts, &rk);
+    char boot[96] = "", rank[96] = "";
+    if (R->o->t_launch > 0) {
+        double off = R->t_origin - R->o->t_launch;
+        snprintf(boot, sizeof boot, " = [%.1f s, %.1f s] since the server's launch", r->t_start + off, r->t_end + off);
+    }
+    if (rk >= 0) snprintf(rank, sizeof rank, " at rank %s (of %d)", r->rank[rk].label, r->n_ranks);
+    cn_finding(&R->F, CV_ACCEPT_LEN, "interval %d [%.1f s, %.1f s] of the load%s: accept length %.3f%s <= threshold %.3f "
+               "with %g requests in flight (%g verify steps)%s", i, r->t_start, r->t_end, boot, al, rank,
+               R->o->thr.accept_len, r->inflight, rk >= 0 ? r->rank[rk].drafts : r->drafts, who);
 }
 
 /* 4. The verdict, the observations behind it, and the one-line summary. */
@@ -317,6 +347,10 @@ static int judge(cn_run *R, canary_result *res, char *err, size_t errlen) {
                    .items = R->items.v, .n_items = R->items.n, .not_made = R->not_made};
     cv_judge(&in, &o->thr, &res->v);
     cv_observe(&in, &res->obs);
+    if (res->v.not_made >> CV_ACCEPT_LEN & 1) {
+        cv_not_judged_format(&res->v, cn_source_desc(R), o->min_drafts, R->not_judged, sizeof R->not_judged);
+        cn_finding(&R->F, CN_NOTE, "note: %s; the verdict is at best inconclusive", R->not_judged);
+    }
     for (int i = 0; i < R->lr->n_iv; i++)
         if (cv_interval_flagged(&R->lr->iv[i], o->min_drafts, o->thr.accept_len)) interval_finding(R, i, &R->lr->iv[i]);
     for (int i = 0; i < R->F.n; i++) res->n_findings += cn_finding_status(&R->F, i, &res->v) > 0;
@@ -363,6 +397,7 @@ int canary_live(const canary_opts *o, const char *base_url, const char *outdir, 
     if (run_load(&R, err, errlen)) goto out;                                         /* 2 */
     if (o->content_checks && !(o->fail_fast && R.lr->stopped_early)) cn_probes(&R);  /* 3: a fail-fast stop skips them */
     if (judge(&R, res, err, errlen)) goto out;                                       /* 4 */
+    res->t_load_origin = R.t_origin;
     cn_write_evidence(&R, res);                                                      /* 5 */
     rc = 0;
 out:

@@ -4,12 +4,15 @@
  * judged), or when the content checks fail
  * (canary_checks.h): greedy spec-on vs spec-off mismatch (servers that take
  * a per-request "spec_depth"), bad characters, punctuation spray, trigram
- * loops, different output for identical greedy requests, a flat next-token
- * distribution in a prefill-only probe (echo + logprobs), a passphrase that
+ * loops, different output for identical greedy requests, a flat or a
+ * context-free next-token distribution in a prefill-only probe (echo +
+ * logprobs), a passphrase that
  * fails to copy across the 128-token boundary (workloads/copy.jsonl).
  *
- * Evidence goes to --out: canary.json (verdict, reasons, thresholds,
- * observed scores, findings, tolerated findings), evidence.txt (what a human reads), load/ (the load's
+ * Evidence goes to --out: canary.json (verdict, reasons, not_made with
+ * why, thresholds, observed scores, flagged_intervals — each with its start
+ * and end in seconds since the load began and since the server's launch,
+ * its accept length, rank and the threshold —, findings, tolerated findings), evidence.txt (what a human reads), load/ (the load's
  * requests.csv, intervals.csv, summary.json, outputs.jsonl), reference.jsonl
  * (the reference outputs), copy.jsonl (the passphrase probes).
  *
@@ -36,6 +39,12 @@ typedef struct {
     int content_checks;          /* 0 = interval check only */
     int fail_fast;               /* stop the load at the first flagged interval or settled content failure */
     int quiet;                   /* findings to the evidence files only, not stderr (sweeps) */
+    /* The server's boot, when the caller launched it (http_now() clock;
+     * 0 = unknown, e.g. --url): canary.json then gives every flagged
+     * interval in seconds since the launch too, and the first flag in
+     * seconds since the first /health 200. */
+    double t_launch;             /* the server process was started */
+    double t_health;             /* its /health first answered 200 */
 } canary_opts;
 
 void canary_opts_default(canary_opts *o);
@@ -46,6 +55,7 @@ typedef struct {
     cc_observed obs;             /* the run's scores (calibration reads them back from canary.json) */
     int n_findings;              /* evidence lines, notes excluded */
     char summary[512];           /* one line */
+    double t_load_origin;        /* http_now() of the load's t = 0 (times in v are relative to it) */
 } canary_result;
 
 /* Runs the canary against a server at base_url; writes evidence under

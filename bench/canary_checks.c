@@ -146,6 +146,21 @@ double cc_flat(const double *top1, int n, int *at) {
     return best;
 }
 
+int cc_ctxfree(const unsigned long long *sig, int n, int *at) {
+    int rep = 0;
+    if (at) *at = -1;
+    for (int i = 1; i < n; i++) {
+        if (!sig[i]) continue;
+        for (int j = 0; j < i; j++)
+            if (sig[j] == sig[i]) {
+                if (!rep && at) *at = i;
+                rep++;
+                break;
+            }
+    }
+    return rep;
+}
+
 /* Next whitespace-separated word of s, trailing . , ; : ! ? stripped. */
 static const char *next_word(const char *s, int *len) {
     while (*s && isspace((unsigned char)*s)) s++;
@@ -196,6 +211,7 @@ void cc_observed_merge(cc_observed *a, const cc_observed *b) {
     a->loop_max = mx(a->loop_max, b->loop_max);
     a->n_flat += b->n_flat;
     a->flat_max = mx(a->flat_max, b->flat_max);
+    a->ctxfree_max = mx(a->ctxfree_max, b->ctxfree_max);
     a->n_copy += b->n_copy;
     a->copy_fail_frac = mx(a->copy_fail_frac, b->copy_fail_frac);
     a->n_spec += b->n_spec;
@@ -210,6 +226,7 @@ void cc_thresholds_default(cc_thresholds *t, double accept_len) {
     t->spray = 0.5;
     t->loop = 0.6;
     t->flat = 3.0;
+    t->ctxfree = 0;
     t->copy_fail_frac = 0;
     t->spec_mismatch_frac = 0;
     t->nondet_frac = 0;
@@ -246,6 +263,9 @@ void cc_calibrate(const cc_observed *c, cc_thresholds *t, char *ex, size_t exl) 
     if (c->n_flat) {
         t->flat = fmax(d.flat, c->flat_max + 1.0);
         SAY("flat distribution: flag a drop > %.2f nats (clean max %.2f over %d probes)\n", t->flat, c->flat_max, c->n_flat);
+        t->ctxfree = c->ctxfree_max > 0 ? c->ctxfree_max : 0;
+        SAY("context-free distribution: flag > %.0f repeated top-k position(s) in a probe (clean max %.0f)\n", t->ctxfree,
+            c->ctxfree_max);
     }
     if (c->n_copy) {
         t->copy_fail_frac = frac_thr(c->copy_fail_frac);

@@ -17,6 +17,13 @@
  *                 top-1 logprob is ≤ −2 (no token above ~13.5 %), how far it
  *                 sits below the median top-1 logprob of its ±8 neighbours
  *                 (nats); the score is the largest such drop
+ *   context-free  positions of the probe prompts whose top-k next-token
+ *                 distribution (tokens and logprobs, to 1e-4 nats) is exactly
+ *                 one already seen at another position — a distribution that
+ *                 ignores its context (the DeepSeek V4 Flash signature: '\n'
+ *                 −2.25, '#' −2.37, '<' −2.74 … wherever it struck). The flat
+ *                 drop above cannot see that one: a top-1 of −2.25 sits at
+ *                 most 2.25 nats below anything, under its 3-nat threshold
  *   copy          the continuation reproduces the planted passphrase
  * and the fractions of probe requests whose greedy output differed between
  * speculation on and off, or between identical requests. */
@@ -30,6 +37,10 @@ double cc_loop(const char *text);
 /* top1[i] = top-1 logprob at position i (NaN = unknown). Returns the largest
  * drop, *at = its position (-1 when none qualifies). */
 double cc_flat(const double *top1, int n, int *at);
+/* sig[i] = a hash of position i's top-k distribution (0 = none). Returns
+ * how many positions repeat an earlier position's signature; *at = the
+ * first such position (-1 when none). */
+int    cc_ctxfree(const unsigned long long *sig, int n, int *at);
 int    cc_copy_ok(const char *text, const char *expected);
 /* Byte offset of the first difference of a and b, -1 when equal. */
 long   cc_first_diff(const char *a, const char *b);
@@ -43,6 +54,7 @@ typedef struct {
     double spray_max, loop_max;
     int n_flat;                 /* flat probes run */
     double flat_max;
+    double ctxfree_max;         /* context-free repeats, the most in one probe */
     int n_copy;
     double copy_fail_frac;
     int n_spec;                 /* spec-on/off pairs compared */
@@ -58,6 +70,7 @@ void cc_observed_merge(cc_observed *a, const cc_observed *b);
 typedef struct {
     double accept_len;          /* an interval at or below this flags; ≤ 0 disables */
     double bad_frac, spray, loop, flat, copy_fail_frac, spec_mismatch_frac, nondet_frac;   /* flag when above */
+    double ctxfree;             /* context-free repeats in one probe: flag when above (default 0) */
 } cc_thresholds;
 
 /* The field's defaults: accept length 2.0; any bad character, spec mismatch,
@@ -72,6 +85,7 @@ void cc_thresholds_default(cc_thresholds *t, double accept_len);
  *     0.1 when it was not zero (so a healthy-but-imperfect model passes and a
  *     perfect one fails on the first miss)
  *   spray, loop: max(default, clean + 0.1); flat: max(default, clean + 1 nat)
+ *   context-free repeats: the clean maximum (0 for any real model)
  * explain gets one line per threshold saying where it came from. */
 void cc_calibrate(const cc_observed *clean, cc_thresholds *t, char *explain, size_t explen);
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "canary_internal.h"
+#include "json_utf8.h"
 #include "load_out.h"
 
 void cn_finding(cn_findings *f, int check, const char *fmt, ...) {
@@ -32,20 +33,29 @@ int cn_finding_status(const cn_findings *f, int i, const cv_verdict *v) {
     return 0;
 }
 
+/* Control bytes and bytes that are not valid UTF-8 are written as \xNN,
+ * and a multi-byte character is never cut, so an excerpt is valid UTF-8
+ * whatever the server sent (json_utf8.h). */
 void cn_excerpt(const char *t, long at, char *out, size_t outlen) {
     long n = (long)strlen(t);
     long a = at > 60 ? at - 60 : 0, b = at + 100 < n ? at + 100 : n;
-    while (a > 0 && ((unsigned char)t[a] & 0xC0) == 0x80) a--;
+    for (int k = 0; k < 3 && a > 0 && ((unsigned char)t[a] & 0xC0) == 0x80; k++) a--;
     size_t o = 0;
     if (a > 0 && o + 3 < outlen) { memcpy(out, "...", 3); o = 3; }
-    for (long i = a; i < b && o + 8 < outlen; i++) {
+    long i = a;
+    while (i < b && o + 8 < outlen) {
         unsigned char c = (unsigned char)t[i];
-        if (c == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
-        else if (c == '\t') { out[o++] = '\\'; out[o++] = 't'; }
-        else if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c);
-        else out[o++] = (char)c;
+        size_t k = utf8_seq_len(t + i, (size_t)(n - i));
+        if (c == '\n') { out[o++] = '\\'; out[o++] = 'n'; i++; }
+        else if (c == '\t') { out[o++] = '\\'; out[o++] = 't'; i++; }
+        else if (!k || c < 0x20 || c == 0x7F) { o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", c); i++; }
+        else {
+            memcpy(out + o, t + i, k);
+            o += k;
+            i += (long)k;
+        }
     }
-    if (b < n && o + 4 < outlen) { memcpy(out + o, "...", 3); o += 3; }
+    if (i < n && o + 4 < outlen) { memcpy(out + o, "...", 3); o += 3; }
     out[o] = 0;
 }
 
@@ -61,6 +71,7 @@ static cJSON *thr_json(const cc_thresholds *t) {
     cJSON_AddNumberToObject(j, "spray", t->spray);
     cJSON_AddNumberToObject(j, "loop", t->loop);
     cJSON_AddNumberToObject(j, "flat", t->flat);
+    cJSON_AddNumberToObject(j, "context_free", t->ctxfree);
     cJSON_AddNumberToObject(j, "copy_fail_frac", t->copy_fail_frac);
     cJSON_AddNumberToObject(j, "spec_mismatch_frac", t->spec_mismatch_frac);
     cJSON_AddNumberToObject(j, "nondet_frac", t->nondet_frac);
@@ -78,6 +89,7 @@ static cJSON *obs_json(const cc_observed *o) {
     cJSON_AddNumberToObject(j, "loop_max", o->loop_max);
     cJSON_AddNumberToObject(j, "n_flat", o->n_flat);
     cJSON_AddNumberToObject(j, "flat_max", o->flat_max);
+    cJSON_AddNumberToObject(j, "ctxfree_max", o->ctxfree_max);
     cJSON_AddNumberToObject(j, "n_copy", o->n_copy);
     cJSON_AddNumberToObject(j, "copy_fail_frac", o->copy_fail_frac);
     cJSON_AddNumberToObject(j, "n_spec", o->n_spec);
@@ -106,6 +118,45 @@ static cJSON *reasons_json(const cv_verdict *v) {
     return a;
 }
 
+/* Every flagged interval: where it sits (seconds since the load began and,
+ * when the canary launched the server, since the launch), what it showed
+ * and what it was compared with. */
+static cJSON *flagged_json(const cn_run *R) {
+    cJSON *a = cJSON_CreateArray();
+    const canary_opts *o = R->o;
+    double off = o->t_launch > 0 ? R->t_origin - o->t_launch : NAN;
+    for (int i = 0; i < R->lr->n_iv; i++) {
+        const iv_row *r = &R->lr->iv[i];
+        if (!cv_interval_flagged(r, o->min_drafts, o->thr.accept_len)) continue;
+        int rk;
+        double al = cv_interval_value(r, o->min_drafts, &rk);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "interval", i);
+        num_or_null(e, "start_s", r->t_start);
+        num_or_null(e, "end_s", r->t_end);
+        num_or_null(e, "start_since_launch_s", r->t_start + off);
+        num_or_null(e, "end_since_launch_s", r->t_end + off);
+        num_or_null(e, "accept_len", al);
+        cJSON_AddNumberToObject(e, "threshold", o->thr.accept_len);
+        if (rk >= 0) {
+            cJSON_AddStringToObject(e, "rank", r->rank[rk].label);
+            cJSON_AddNumberToObject(e, "n_ranks", r->n_ranks);
+        } else cJSON_AddNullToObject(e, "rank");
+        num_or_null(e, "inflight", r->inflight);
+        num_or_null(e, "verify_steps", rk >= 0 ? r->rank[rk].drafts : r->drafts);
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
+/* A line of evidence.txt: valid UTF-8 whatever went into it (json_utf8.h). */
+static void put_line(FILE *f, const char *pre, const char *s) {
+    size_t bad;
+    char *t = utf8_fix(s, &bad);
+    fprintf(f, "%s%s\n", pre, t ? t : "(out of memory)");
+    free(t);
+}
+
 void cn_write_evidence(const cn_run *R, const canary_result *res) {
     const cv_verdict *v = &res->v;
     const canary_opts *o = R->o;
@@ -125,9 +176,18 @@ void cn_write_evidence(const cn_run *R, const canary_result *res) {
     cJSON_AddStringToObject(j, "workload", R->wl->name);
     cJSON_AddStringToObject(j, "metrics_source", msrc_name(R->lr->msrc));
     cJSON_AddStringToObject(j, "reference", R->ref_kind);
+    if (R->not_judged[0]) cJSON_AddStringToObject(j, "not_judged", R->not_judged);
     num_or_null(j, "first_flag_s", v->first_flag_s);
     num_or_null(j, "first_interval_flag_s", first_iv);
     num_or_null(j, "first_content_flag_s", first_content);
+    /* The same times from the server's first /health 200 (when launched here). */
+    double hoff = o->t_health > 0 ? R->t_origin - o->t_health : NAN;
+    num_or_null(j, "health_since_launch_s", o->t_health > 0 && o->t_launch > 0 ? o->t_health - o->t_launch : NAN);
+    num_or_null(j, "load_start_since_health_s", hoff);
+    num_or_null(j, "first_flag_since_health_s", v->first_flag_s + hoff);
+    num_or_null(j, "first_interval_flag_since_health_s", first_iv + hoff);
+    num_or_null(j, "first_content_flag_since_health_s", first_content + hoff);
+    cJSON_AddItemToObject(j, "flagged_intervals", flagged_json(R));
     cJSON_AddNumberToObject(j, "min_drafts", o->min_drafts);
     cJSON_AddNumberToObject(j, "judged_intervals", v->n_judged);
     cJSON_AddNumberToObject(j, "clean_intervals", v->n_clean);
@@ -150,19 +210,20 @@ void cn_write_evidence(const cn_run *R, const canary_result *res) {
     snprintf(p, sizeof p, "%s/evidence.txt", R->outdir);
     FILE *ef = fopen(p, "w");
     if (ef) {
-        fprintf(ef, "canary %s\n", res->summary);
+        put_line(ef, "canary ", res->summary);
         for (int k = 0; k < v->n_reasons; k++) {
             char line[512];
             cv_reason_format(&v->reason[k], line, sizeof line);
-            fprintf(ef, "reason: %s\n", line);
+            put_line(ef, "reason: ", line);
         }
+        if (R->not_judged[0]) put_line(ef, "not made: ", R->not_judged);
         for (int i = 0; i < R->F.n; i++)
-            if (cn_finding_status(&R->F, i, v)) fprintf(ef, "- %s\n", R->F.line[i]);
+            if (cn_finding_status(&R->F, i, v)) put_line(ef, "- ", R->F.line[i]);
         int head = 0;
         for (int i = 0; i < R->F.n; i++) {
             if (cn_finding_status(&R->F, i, v)) continue;
             if (!head++) fprintf(ef, "tolerated (within a calibrated share; the check passed):\n");
-            fprintf(ef, "- %s\n", R->F.line[i]);
+            put_line(ef, "- ", R->F.line[i]);
         }
         fclose(ef);
     }

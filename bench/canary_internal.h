@@ -45,6 +45,8 @@ typedef struct {
     unsigned char *said;           /* [sw.n] text checks already reported for the row (bits 1, 2, 4) */
     ld_config lc;                  /* the load's configuration */
     ld_result *lr;                 /* the load; NULL before it ran */
+    double t_origin;               /* http_now() of the load's t = 0 */
+    char not_judged[512];          /* why the interval check judged nothing ("" when it did) */
     int n_ok;                      /* load requests that succeeded */
     cn_items items;
     cn_findings F;
@@ -69,6 +71,9 @@ workload cn_subset(const workload *w, const int *rows, int n, const char *name);
 /* After the load: the flat-distribution and passphrase probes, as items
  * and findings. Never fails the run: a probe the server cannot answer is a note. */
 void cn_probes(cn_run *R);
+
+/* The metric source in words ("specbed /metrics", "the SGLang decode log", …). */
+const char *cn_source_desc(const cn_run *R);
 
 /* canary.json, evidence.txt, and the findings on stderr (unless quiet). */
 void cn_write_evidence(const cn_run *R, const canary_result *res);

@@ -90,6 +90,7 @@ static int observe_canary_json(const char *path, cc_observed *o, int *failed) {
     o->loop_max = jnum(b, "loop_max", 0);
     o->n_flat = (int)jnum(b, "n_flat", 0);
     o->flat_max = jnum(b, "flat_max", 0);
+    o->ctxfree_max = jnum(b, "ctxfree_max", 0);
     o->n_copy = (int)jnum(b, "n_copy", 0);
     o->copy_fail_frac = jnum(b, "copy_fail_frac", 0);
     o->n_spec = (int)jnum(b, "n_spec", 0);
@@ -198,12 +199,16 @@ static void scan_judge(const iv_row *rows, int n, int csv, const cc_thresholds *
     for (int i = 0; i < n; i++) {
         const iv_row *r = &rows[i];
         if (!cv_interval_flagged(r, min_drafts, t->accept_len)) continue;
+        int rk;
+        double al = cv_interval_value(r, min_drafts, &rk);   /* with ranks: the lowest judged rank's */
+        char rank[IV_RANK_LABEL + 16] = "";
+        if (rk >= 0) snprintf(rank, sizeof rank, " (rank %s)", r->rank[rk].label);
         if (csv)
-            fprintf(out, "row %d [%.1f s, %.1f s]: accept len %.3f <= %.3f, running %g\n", i + 1, r->t_start, r->t_end,
-                    r->accept_len, t->accept_len, isnan(r->inflight) ? r->running : r->inflight);
+            fprintf(out, "row %d [%.1f s, %.1f s]: accept len %.3f%s <= %.3f, running %g\n", i + 1, r->t_start, r->t_end,
+                    al, rank, t->accept_len, isnan(r->inflight) ? r->running : r->inflight);
         else
-            fprintf(out, "line %ld: accept len %.2f <= %.2f, #running-req %g\n", r->line_no, r->accept_len,
-                    t->accept_len, r->running);
+            fprintf(out, "line %ld: accept len %.2f%s <= %.2f, #running-req %g\n", r->line_no, al, rank, t->accept_len,
+                    r->running);
     }
     cv_input in = {.iv = rows, .n_iv = n, .min_drafts = min_drafts};
     cv_judge(&in, t, v);

@@ -2,7 +2,9 @@
  * runner for a probe set (the reference pass before the load, the
  * passphrase probe after it) and the two probes after the load, each
  * recorded as items for the verdict and findings for the evidence:
- *   flat distribution  echo + logprobs scoring of two prompts (prefill only)
+ *   flat distribution  echo + logprobs scoring of two prompts (prefill only):
+ *                      a flat drop per prompt, and one context-free count
+ *                      over both (top-k distributions repeated exactly)
  *   passphrase copy    workloads/copy.jsonl rows planted 96–192 tokens back
  * Talks to the server over HTTP only. */
 #include <cjson/cJSON.h>
@@ -13,6 +15,7 @@
 #include "canary_internal.h"
 #include "errmsg.h"
 #include "httpc.h"
+#include "json_utf8.h"
 
 workload cn_subset(const workload *w, const int *rows, int n, const char *name) {
     workload s = {.name = (char *)name, .path = NULL, .items = malloc(sizeof(wl_item) * (size_t)(n ? n : 1)), .n = 0};
@@ -51,8 +54,33 @@ int cn_probe_requests(const cn_run *R, const workload *w, int spec_depth, int ma
 
 /* Top-1 logprob per prompt position from one echo scoring request; *n = 0
  * when the server returned none. *top1 is malloc'd. */
-static int flat_once(const cn_run *R, const char *model, const char *prompt, int max_tokens, double **top1, int *n,
-                     char *err, size_t errlen) {
+/* A hash of one position's top-k (tokens and logprobs to 1e-4 nats, in
+ * logprob order); 0 with fewer than 3 entries (too little to call two
+ * positions' distributions the same). */
+static unsigned long long topk_sig(const cJSON *e) {
+    enum { K = 8 };
+    const cJSON *kv[K];
+    int n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, e) if (cJSON_IsNumber(x) && x->string && n < K) kv[n++] = x;
+    if (n < 3) return 0;
+    for (int i = 1; i < n; i++)   /* insertion sort, by logprob then token */
+        for (int j = i; j > 0 && (kv[j]->valuedouble > kv[j - 1]->valuedouble ||
+                                  (kv[j]->valuedouble == kv[j - 1]->valuedouble && strcmp(kv[j]->string, kv[j - 1]->string) < 0)); j--) {
+            const cJSON *t = kv[j]; kv[j] = kv[j - 1]; kv[j - 1] = t;
+        }
+    unsigned long long h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        for (const unsigned char *p = (const unsigned char *)kv[i]->string; *p; p++) h = (h ^ *p) * 1099511628211ull;
+        long long q = llround(kv[i]->valuedouble * 1e4);
+        for (int b = 0; b < 8; b++) h = (h ^ (unsigned char)(q >> (8 * b))) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+static int flat_once(const cn_run *R, const char *model, const char *prompt, int max_tokens, double **top1,
+                     unsigned long long **sig, int *n, char *err, size_t errlen) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", model);
     cJSON_AddStringToObject(j, "prompt", prompt);
@@ -75,7 +103,8 @@ static int flat_once(const cn_run *R, const char *model, const char *prompt, int
     int m = cJSON_GetArraySize(tops);
     if (m > 1) {
         *top1 = malloc(sizeof(double) * (size_t)m);
-        if (*top1) {
+        *sig = malloc(sizeof(unsigned long long) * (size_t)m);
+        if (*top1 && *sig) {
             int i = 0;
             const cJSON *e;
             cJSON_ArrayForEach(e, tops) {
@@ -83,6 +112,7 @@ static int flat_once(const cn_run *R, const char *model, const char *prompt, int
                 const cJSON *kv;
                 if (cJSON_IsObject(e))
                     cJSON_ArrayForEach(kv, e) if (cJSON_IsNumber(kv) && !(kv->valuedouble <= best)) best = kv->valuedouble;
+                (*sig)[i] = cJSON_IsObject(e) ? topk_sig(e) : 0;
                 (*top1)[i++] = best;
             }
             *n = m;
@@ -92,38 +122,73 @@ static int flat_once(const cn_run *R, const char *model, const char *prompt, int
     return 0;
 }
 
-static int flat_scores(const cn_run *R, const char *model, const char *prompt, double **top1, int *n, char *err,
-                       size_t errlen) {
+static int flat_scores(const cn_run *R, const char *model, const char *prompt, double **top1, unsigned long long **sig,
+                       int *n, char *err, size_t errlen) {
     *top1 = NULL;
+    *sig = NULL;
     *n = 0;
     /* max_tokens 0 scores the prompt alone (specbed, OpenAI); servers that
      * want at least one token get a second try with 1. */
-    for (int mt = 0; mt <= 1 && *n == 0; mt++)
-        if (flat_once(R, model, prompt, mt, top1, n, err, errlen)) return -1;
+    for (int mt = 0; mt <= 1 && *n == 0; mt++) {
+        free(*top1);
+        free(*sig);
+        *top1 = NULL;
+        *sig = NULL;
+        if (flat_once(R, model, prompt, mt, top1, sig, n, err, errlen)) return -1;
+    }
     return 0;
 }
 
+/* The flat-distribution probe: two prompts scored (echo + logprobs); per
+ * prompt a flat-drop item, and one context-free item over both (a
+ * distribution that repeats across the two prompts is context-free too). */
 static void flat_probe(cn_run *R) {
     const cc_thresholds *thr = &R->o->thr;
     char err[512];
+    unsigned long long *all = NULL;
+    int n_all = 0, probes = 0;
     for (int k = 0; k < R->sw.n && k < 2; k++) {
         double *top1;
+        unsigned long long *sig;
         int m;
-        if (flat_scores(R, R->lr->model, R->sw.items[k].prompt, &top1, &m, err, sizeof err) || m < 2) {
+        if (flat_scores(R, R->lr->model, R->sw.items[k].prompt, &top1, &sig, &m, err, sizeof err) || m < 2) {
             free(top1);
+            free(sig);
+            free(all);
             cn_finding(&R->F, CN_NOTE, "note: flat-distribution probe skipped (the server returned no prompt logprobs for echo "
                        "scoring)");
             return;
         }
         int at;
         double drop = cc_flat(top1, m, &at);
-        cn_item(&R->items, CV_FLAT, drop, NAN, k);
-        cv_item it = {CV_FLAT, drop, NAN, k};
+        double t = http_now() - R->t_origin;   /* when the answer came: run seconds, as the load's items */
+        cn_item(&R->items, CV_FLAT, drop, t, k);
+        cv_item it = {CV_FLAT, drop, t, k};
         if (cv_item_over(&it, thr))
             cn_finding(&R->F, CV_FLAT, "prompt %s: flat next-token distribution at position %d: top logprob %.2f sits %.2f nats "
                        "below its neighbours' median (> %.2f)", R->sw.items[k].id, at, top1[at], drop, thr->flat);
+        unsigned long long *na = realloc(all, sizeof *na * (size_t)(n_all + m));
+        if (na) {
+            all = na;
+            memcpy(all + n_all, sig, sizeof *sig * (size_t)m);
+            n_all += m;
+            probes++;
+        }
         free(top1);
+        free(sig);
     }
+    if (probes) {
+        int at;
+        int rep = cc_ctxfree(all, n_all, &at);
+        double t = http_now() - R->t_origin;
+        cn_item(&R->items, CV_CTXFREE, rep, t, 0);
+        cv_item it = {CV_CTXFREE, rep, t, 0};
+        if (cv_item_over(&it, thr))
+            cn_finding(&R->F, CV_CTXFREE, "context-free next-token distribution: %d of %d scored prompt position(s) repeat a "
+                       "top-k distribution (tokens and logprobs to 1e-4) seen at another context, first at position %d of "
+                       "the probe (> %.0f allowed)", rep, n_all, at, thr->ctxfree);
+    }
+    free(all);
 }
 
 static void copy_record(FILE *cf, const wl_item *it, const char *text, int ok) {
@@ -133,7 +198,7 @@ static void copy_record(FILE *cf, const wl_item *it, const char *text, int ok) {
     cJSON_AddStringToObject(e, "expected", it->expected);
     cJSON_AddStringToObject(e, "text", text);
     cJSON_AddBoolToObject(e, "copied", ok);
-    char *js = cJSON_PrintUnformatted(e);
+    char *js = json_print_utf8(e, 0);
     if (js) { fprintf(cf, "%s\n", js); free(js); }
     cJSON_Delete(e);
 }
@@ -161,7 +226,7 @@ static void copy_probe(cn_run *R) {
             if (!q->ok) continue;
             int ok = cc_copy_ok(q->text, it->expected);
             if (cf) copy_record(cf, it, q->text, ok);
-            cn_item(&R->items, CV_COPY, ok ? 0 : 1, NAN, q->item);
+            cn_item(&R->items, CV_COPY, ok ? 0 : 1, http_now() - R->t_origin, q->item);
             if (ok) continue;
             char ex[400];
             cn_excerpt(q->text, 0, ex, sizeof ex);

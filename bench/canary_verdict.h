@@ -15,13 +15,25 @@
  *     them (a couple of steps say nothing about a rate).
  * A judged interval FLAGS when its accept length is at or below the
  * threshold (≤, the field's rule); a threshold ≤ 0 disables the check.
+ * Ranks (iv_row.rank: SGLang DP/TP gauges or log lines, vLLM engines): each
+ * rank is judged on its own — its own accept length, its own verify steps
+ * against min_drafts, not idle where its running count is known — and the
+ * interval's judged value is the LOWEST judged rank's (cv_interval_value),
+ * named in the reason; ranks are never summed or averaged here.
+ *
+ * No silent pass: when the interval check is on (threshold > 0) and not
+ * one interval could be judged, the check counts as not made
+ * (cv_verdict.not_made has CV_ACCEPT_LEN; cv_not_judged_format() says why,
+ * "not judged: SOURCE gives no accept length"), so the verdict is
+ * inconclusive unless a content check failed.
  *
  * The content checks come as items, one per thing checked (a completion, a
  * pair of completions, a probe), each with its score on one check. Two kinds:
  *   share checks (bad characters, spec-on/off mismatch, non-determinism,
  *     passphrase copy): an item fails when its score is > 0; the run fails
  *     when the share of failing items exceeds the threshold (0 = any one);
- *   max checks (punctuation spray, trigram loop, flat distribution): an item
+ *   max checks (punctuation spray, trigram loop, flat distribution,
+ *     context-free distribution): an item
  *     is over when its score exceeds the threshold; the run fails when any is.
  *
  * Three verdicts (DESIGN §8): fail when any check failed; otherwise
@@ -49,6 +61,7 @@ typedef enum {
     CV_SPRAY,           /* max: punctuation spray share of a text */
     CV_LOOP,            /* max: repeated-trigram loop score of a text */
     CV_FLAT,            /* max: flat next-token distribution drop of a probe, nats */
+    CV_CTXFREE,         /* max: prompt positions whose top-k distribution repeats one at another context (count) */
     CV_N_CHECKS
 } cv_check;
 
@@ -80,6 +93,8 @@ typedef struct {
     int of;                     /* intervals judged / items checked */
     double first_s;             /* time of the first of them (interval end, item time); NaN unknown */
     int first_id;               /* interval index / item id of the first; -1 */
+    int low_id;                 /* accept length: the interval index of the lowest; -1 */
+    char rank[IV_RANK_LABEL];   /* accept length: the rank that gave the lowest ("" without ranks) */
 } cv_reason;
 
 typedef struct {
@@ -91,12 +106,17 @@ typedef struct {
     int n_reasons;
     cv_reason reason[CV_N_CHECKS];   /* in cv_check order */
     int n_judged;               /* intervals judged (whether or not the check is enabled) */
+    int n_rows;                 /* intervals given */
+    int n_with_al;              /* intervals with an accept length (any rank), judged or not */
     int n_clean;                /* judged, not flagged, before the first flagged one (0 when the check is off) */
     double accept_len_min;      /* lowest judged accept length; NaN when none */
     double first_flag_s;        /* earliest first_s of the reasons; NaN when none has one */
 } cv_verdict;
 
-/* The interval rules (see the top of this file). */
+/* The interval rules (see the top of this file). cv_interval_value() is
+ * the accept length judged for r (the lowest judged rank's, with ranks;
+ * *rank = its index, or -1 without ranks), NaN when r is not judged. */
+double cv_interval_value(const iv_row *r, double min_drafts, int *rank);
 int cv_interval_judged(const iv_row *r, double min_drafts);
 int cv_interval_flagged(const iv_row *r, double min_drafts, double threshold);
 
@@ -117,6 +137,13 @@ const char *cv_verdict_name(const cv_verdict *v);
  * judged intervals and their lowest accept length, shares and maxima per
  * check. Checks without items leave their defaults (cc_observed_init). */
 void cv_observe(const cv_input *in, cc_observed *o);
+
+/* Why the interval check judged nothing (call when v->not_made has
+ * CV_ACCEPT_LEN): "accept length: not judged: SOURCE gives no accept
+ * length (…)", or that the intervals with one were idle or had too few
+ * verify steps. source names the metric source ("specbed /metrics",
+ * "SGLang decode log", …). */
+void cv_not_judged_format(const cv_verdict *v, const char *source, double min_drafts, char *buf, size_t len);
 
 /* One line for a reason, e.g. "accept length: 3 of 20 judged intervals at or
  * below 2.000 (lowest 1.420, first at 4.0 s)". */

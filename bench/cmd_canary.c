@@ -25,12 +25,16 @@ static void help(FILE *f) {
         "threshold, or when a content check fails: greedy spec-on vs spec-off mismatch\n"
         "(specbed's per-request spec_depth), U+FFFD or control characters, punctuation\n"
         "spray, repeated-trigram loops, different output for identical greedy requests,\n"
-        "a flat next-token distribution in a prefill-only probe, a passphrase that fails\n"
-        "to copy across 128 tokens. The offline scans apply the same verdict to the\n"
+        "a flat or context-free next-token distribution in a prefill-only probe (the same\n"
+        "top-k logprobs at different contexts), a passphrase that fails to copy across\n"
+        "128 tokens. The offline scans apply the same verdict to the\n"
         "intervals alone. Every reason is printed and listed in canary.json.\n"
         "Exit 0 clean, 1 corruption found, 2 could not run, 3 inconclusive (no check\n"
         "failed, but one that was asked for could not be made: --spec-check on against\n"
-        "a server whose draft counters move under \"spec_depth\": 0).\n"
+        "a server whose draft counters move under \"spec_depth\": 0, or an interval\n"
+        "check (--threshold > 0) that judged no interval because the source gave no\n"
+        "accept length; --threshold 0 turns the interval check off).\n"
+        "Per-rank series (SGLang dp_rank/tp_rank, vLLM engine) are judged rank by rank.\n"
         "\n"
         "  --launch CMD          start the server (CMD has a {port} placeholder), wait for\n"
         "                        /health, run, stop it; its log goes to OUT/server.log\n"
@@ -54,7 +58,9 @@ static void help(FILE *f) {
         "  --no-content-checks   interval check only\n"
         "  --fail-fast           stop the load at the first flagged interval, or the first\n"
         "                        content failure no later request could undo\n"
-        "  --out DIR             evidence directory (default results/canary-DATE)\n"
+        "  --out DIR             evidence directory (default results/canary-DATE); its JSON\n"
+        "                        files are valid UTF-8 whatever the server sends (bytes that\n"
+        "                        are not UTF-8 become U+FFFD, counted in KEY_invalid_utf8)\n"
         "\n"
         "Load options (the canary forces --temperature 0; defaults --workload code,\n"
         "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", CV_MIN_DRAFTS_DEFAULT, LOAD_CLI_HELP);
@@ -122,7 +128,17 @@ int cmd_canary(int argc, char **argv) {
         printf("canary: %d of %d interval(s) at or below accept length %.3f; %d judged (loaded, with an accept length%s)%s\n",
                flagged, n_rows, o.thr.accept_len, v.n_judged, csv ? ", enough verify steps" : "",
                n_rows ? "" : " (no Decode batch lines / rows found)");
-        return v.failed ? 1 : n_rows ? 0 : 2;
+        if (v.interval_failed) {
+            char line[512];
+            cv_reason_format(&v.reason[0], line, sizeof line);
+            printf("canary: FAIL because %s\n", line);
+        }
+        if (n_rows && !v.failed && v.inconclusive) {
+            char line[512];
+            cv_not_judged_format(&v, csv ? "the interval CSV" : "the SGLang log", o.min_drafts, line, sizeof line);
+            printf("canary: INCONCLUSIVE: %s\n", line);
+        }
+        return v.failed ? 1 : !n_rows ? 2 : v.inconclusive ? 3 : 0;
     }
     if (!live) {
         if (calib) return 0;
@@ -160,7 +176,9 @@ int cmd_canary(int argc, char **argv) {
             fprintf(stderr, "canary: %s\ncanary: server log tail (%s):\n%s\n", err, logp, proc_log_tail(&s, 1500));
             goto out;
         }
-        boot_s = http_now() - t_launch;
+        o.t_health = http_now();
+        o.t_launch = t_launch;
+        boot_s = o.t_health - t_launch;
         snprintf(base, sizeof base, "%s", s.base);
     } else
         http_base(o.lo.c.url, base, sizeof base);
@@ -171,7 +189,10 @@ int cmd_canary(int argc, char **argv) {
         goto out;
     }
     printf("canary %s\n", res.summary);
-    if (!isnan(res.v.first_flag_s)) printf("canary: first flag %.1f s into the load\n", res.v.first_flag_s);
+    if (!isnan(res.v.first_flag_s))
+        printf("canary: first flag %.1f s into the load\n", res.v.first_flag_s);
+    if (!isnan(res.v.first_flag_s) && o.t_health > 0)
+        printf("canary: first flag %.2f s after the first /health 200\n", res.v.first_flag_s + res.t_load_origin - o.t_health);
     if (!isnan(boot_s)) printf("canary: server became healthy %.1f s after launch\n", boot_s);
     printf("canary: evidence in %s\n", outdir);
     rc = res.v.failed ? 1 : res.v.inconclusive ? 3 : 0;

@@ -7,6 +7,20 @@
 #define SPECBED_BENCH_INTERVAL_H
 
 #define IV_MAX_POS 32
+#define IV_MAX_RANKS 16
+#define IV_RANK_LABEL 48
+
+/* One rank's own numbers in an interval, where the source reports ranks
+ * separately: SGLang DP/TP/PP gauges (dp_rank="0", tp_rank="1", …), vLLM's
+ * per-engine counters (engine="0"), an SGLang log line's "DP1 TP0" prefix.
+ * The verdict judges each rank on its own (canary_verdict.h): a mean or a
+ * sum over ranks would hide one bad rank (and a summed gauge is nonsense). */
+typedef struct {
+    char label[IV_RANK_LABEL];   /* e.g. dp_rank="1",tp_rank="0" or engine="0" or DP1 TP0 */
+    double accept_len;       /* NaN: this rank gave none */
+    double drafts;           /* its verify steps; NaN where the source counts none */
+    double running;          /* its running requests; NaN unknown */
+} iv_rank;
 
 /* When the source's counters move, i.e. what an interval's accept length
  * and server tokens/s describe:
@@ -36,6 +50,12 @@ typedef struct {
     /* Client-side view of the same interval (the load generator's own; NaN offline). */
     double inflight;         /* most requests in flight at once during the interval */
     double client_tps;       /* streamed output tokens received per second */
+    /* Per-rank view (n_ranks = 0: the source has no ranks; then accept_len
+     * is the only number judged). With ranks, accept_len is the aggregate
+     * (pooled counters; the mean of the ranks' gauges, never their sum) and
+     * the verdict judges rank[i] one by one. */
+    int n_ranks;
+    iv_rank rank[IV_MAX_RANKS];
 } iv_row;
 
 void iv_row_clear(iv_row *r);   /* every quantity NaN, counts 0 */

@@ -12,20 +12,70 @@
 static const char *const COLS[] = {"t_start_s", "t_end_s", "running", "waiting", "inflight", "accept_len",
                                    "accept_rate", "gen_tps", "client_tps", "drafts", "draft_tokens", "accepted",
                                    "line_no", "basis"};
-enum { NCOLS = 14, COL_BASIS = 13 };
+enum { NCOLS = 14, COL_BASIS = 13, COL_RANKS = 1000 };
 
 static void num(csv_row *r, double v) {
     if (isnan(v)) csv_row_field(r, "");
     else csv_row_fieldf(r, "%.6g", v);
 }
 
+/* The "ranks" cell: LABEL|accept_len|drafts|running;… (empty number = NaN;
+ * ';' and '|' in a label become '_'). */
+static void ranks_cell(const iv_row *v, char *b, size_t n) {
+    size_t o = 0;
+    b[0] = 0;
+    for (int i = 0; i < v->n_ranks && i < IV_MAX_RANKS; i++) {
+        const iv_rank *k = &v->rank[i];
+        char lab[IV_RANK_LABEL], x[3][32];
+        snprintf(lab, sizeof lab, "%s", k->label);
+        for (char *c = lab; *c; c++) if (*c == ';' || *c == '|') *c = '_';
+        const double xs[3] = {k->accept_len, k->drafts, k->running};
+        for (int j = 0; j < 3; j++) {
+            if (isnan(xs[j])) x[j][0] = 0;
+            else snprintf(x[j], sizeof x[j], "%.6g", xs[j]);
+        }
+        int w = snprintf(b + o, n - o, "%s%s|%s|%s|%s", i ? ";" : "", lab, x[0], x[1], x[2]);
+        if (w < 0 || (size_t)w >= n - o) break;
+        o += (size_t)w;
+    }
+}
+
+static void ranks_parse(const char *s, iv_row *r) {
+    r->n_ranks = 0;
+    while (*s && r->n_ranks < IV_MAX_RANKS) {
+        const char *e = strchr(s, ';');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char part[IV_RANK_LABEL + 100];
+        snprintf(part, sizeof part, "%.*s", (int)len, s);
+        char *f[4] = {part, NULL, NULL, NULL};
+        for (int j = 1; j < 4; j++) {
+            f[j] = f[j - 1] ? strchr(f[j - 1], '|') : NULL;
+            if (f[j]) *f[j]++ = 0;
+        }
+        iv_rank *k = &r->rank[r->n_ranks++];
+        size_t ll = strlen(part) < sizeof k->label - 1 ? strlen(part) : sizeof k->label - 1;
+        memcpy(k->label, part, ll);
+        k->label[ll] = 0;
+        double *dst[3] = {&k->accept_len, &k->drafts, &k->running};
+        for (int j = 0; j < 3; j++) {
+            *dst[j] = NAN;
+            if (f[j + 1] && *f[j + 1]) { char *q; double v = strtod(f[j + 1], &q); if (!*q) *dst[j] = v; }
+        }
+        s += len + (e ? 1 : 0);
+    }
+}
+
 int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
-    int np = 0;
-    for (int i = 0; i < n; i++) if (rows[i].n_pos > np) np = rows[i].n_pos;
+    int np = 0, any_rank = 0;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].n_pos > np) np = rows[i].n_pos;
+        any_rank |= rows[i].n_ranks > 0;
+    }
     csv_row r = {f, 0};
     for (int c = 0; c < NCOLS; c++) csv_row_field(&r, COLS[c]);
+    if (any_rank) csv_row_field(&r, "ranks");
     for (int p = 0; p < np; p++) csv_row_fieldf(&r, "pos_%d", p);
     csv_row_end(&r);
     for (int i = 0; i < n; i++) {
@@ -36,6 +86,11 @@ int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t 
         for (int c = 0; c < NCOLS; c++) {
             if (c == COL_BASIS) csv_row_field(&r, iv_basis_name(v->basis));
             else num(&r, vals[c]);
+        }
+        if (any_rank) {
+            char cell[IV_MAX_RANKS * (IV_RANK_LABEL + 64)];
+            ranks_cell(v, cell, sizeof cell);
+            csv_row_field(&r, cell);
         }
         for (int p = 0; p < np; p++) num(&r, p < v->n_pos ? v->pos_rate[p] : NAN);
         csv_row_end(&r);
@@ -55,6 +110,15 @@ typedef struct {
 
 static void on_field(void *s, size_t len, void *ud) {
     rd_t *d = ud;
+    if (d->row > 0 && d->col < d->ncol_hdr && d->col < NCOLS + IV_MAX_POS && d->map[d->col] == COL_RANKS) {
+        char cell[IV_MAX_RANKS * (IV_RANK_LABEL + 64)];
+        size_t k = len < sizeof cell - 1 ? len : sizeof cell - 1;
+        memcpy(cell, s, k);
+        cell[k] = 0;
+        ranks_parse(cell, &d->cur);
+        d->col++;
+        return;
+    }
     char b[64];
     size_t k = len < sizeof b - 1 ? len : sizeof b - 1;
     memcpy(b, s, k);
@@ -62,6 +126,7 @@ static void on_field(void *s, size_t len, void *ud) {
     if (d->row == 0) {
         int idx = -1;
         for (int c = 0; c < NCOLS; c++) if (!strcmp(b, COLS[c])) idx = c;
+        if (idx < 0 && !strcmp(b, "ranks")) idx = COL_RANKS;
         if (idx < 0 && !strncmp(b, "pos_", 4)) {
             int p = atoi(b + 4);
             if (p >= 0 && p < IV_MAX_POS) idx = NCOLS + p;

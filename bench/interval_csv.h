@@ -2,8 +2,10 @@
  * canary and sweep run directory): written through libcsv's quoting, read
  * back by the canary (offline scans, --calibrate) and the report. Columns:
  * t_start_s,t_end_s,running,waiting,inflight,accept_len,accept_rate,gen_tps,
- * client_tps,drafts,draft_tokens,accepted,line_no,basis,pos_0..pos_{K-1}
- * (empty cell = not reported). basis says what the server-side numbers of
+ * client_tps,drafts,draft_tokens,accepted,line_no,basis[,ranks],pos_0..pos_{K-1}
+ * (empty cell = not reported). ranks (only when some row has ranks: SGLang
+ * DP/TP, vLLM engines) is LABEL|accept_len|verify_steps|running;… per rank,
+ * so that an offline --intervals scan judges rank by rank as the live one. basis says what the server-side numbers of
  * the row describe (iv_basis: step, completion — llama.cpp: requests that
  * finished in the interval —, log, gauge, client). */
 #ifndef SPECBED_BENCH_INTERVAL_CSV_H

@@ -3,6 +3,7 @@
 #include "csv_row.h"
 #include "errmsg.h"
 #include "interval_csv.h"
+#include "json_utf8.h"
 #include "stats.h"
 #include <errno.h>
 #include <math.h>
@@ -43,7 +44,7 @@ int ld_mkdirs(const char *dir, char *err, size_t errlen) {
 }
 
 int ld_write_json(const char *path, const cJSON *j, char *err, size_t errlen) {
-    char *s = cJSON_Print(j);
+    char *s = json_print_utf8(j, 1);   /* valid UTF-8 whatever the server sent (json_utf8.h) */
     if (!s) return errf(err, errlen, "%s: out of memory", path);
     FILE *f = fopen(path, "w");
     if (!f) { free(s); return errf(err, errlen, "%s: %s", path, strerror(errno)); }
@@ -359,7 +360,7 @@ static int write_outputs_jsonl(const char *path, const ld_config *c, const ld_re
         cJSON_AddStringToObject(o, "text", q->text ? q->text : "");
         if (q->reasoning && q->reasoning[0]) cJSON_AddStringToObject(o, "reasoning", q->reasoning);
         if (q->error) cJSON_AddStringToObject(o, "error", q->error);
-        char *s = cJSON_PrintUnformatted(o);
+        char *s = json_print_utf8(o, 0);
         cJSON_Delete(o);
         if (s) { fputs(s, f); fputc('\n', f); free(s); }
     }

@@ -1,6 +1,7 @@
 /* metrics_sglang.c — see metrics_sglang.h. Parses and tails log text only. */
 #include "metrics_sglang.h"
 #include "errmsg.h"
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -58,6 +59,25 @@ static int parse_ts(const char *line, const char *end, double *ts) {
     return -1;
 }
 
+/* "DP1 TP0 EP0" from the prefix [line, end): every DPn / TPn / PPn / EPn
+ * word, in order. */
+static void parse_rank(const char *line, const char *end, char *out, size_t outlen) {
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *p = line; p + 2 < end; p++) {
+        if (p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) continue;
+        if (!((p[0] == 'D' || p[0] == 'T' || p[0] == 'P' || p[0] == 'E') && p[1] == 'P' && isdigit((unsigned char)p[2])))
+            continue;
+        const char *q = p + 2;
+        while (q < end && isdigit((unsigned char)*q)) q++;
+        if (q < end && (isalnum((unsigned char)*q) || *q == '_')) continue;
+        int w = snprintf(out + o, outlen - o, "%s%.*s", o ? " " : "", (int)(q - p), p);
+        if (w < 0 || (size_t)w >= outlen - o) break;
+        o += (size_t)w;
+        p = q - 1;
+    }
+}
+
 static double num(const char *v) {
     char *e;
     double x = strtod(v, &e);
@@ -70,6 +90,7 @@ int sgl_parse_line(const char *line, sgl_line *o) {
     memset(o, 0, sizeof *o);
     o->running = o->tokens = o->token_usage = o->accept_len = o->accept_rate = o->gen_tps = o->queue = NAN;
     o->has_ts = parse_ts(line, p, &o->ts) == 0;
+    parse_rank(line, p, o->rank, sizeof o->rank);
     p += strlen("Decode batch");
     if (*p == ' ' && p[1] == '[') {            /* SGLANG_LOG_FORWARD_ITERS: "Decode batch [123]," */
         const char *q = strchr(p, ']');
@@ -175,6 +196,13 @@ static void handle_line(sgl_tail *t, char *line, int live, double now, void (*cb
     r.gen_tps = L.gen_tps;
     r.line_no = t->line_no;
     r.basis = IV_BASIS_LOG;
+    if (L.rank[0]) {   /* one scheduler's line: the row is that rank's */
+        r.n_ranks = 1;
+        snprintf(r.rank[0].label, sizeof r.rank[0].label, "%s", L.rank);
+        r.rank[0].accept_len = L.accept_len;
+        r.rank[0].drafts = NAN;
+        r.rank[0].running = L.running;
+    }
     t->rows++;
     cb(ctx, &r);
 }

@@ -12,6 +12,9 @@
  * 04:37:29 TP0]", "[11-29 18:00:00 DP0 TP0]", "[… ,123]", "INFO 11-29
  * 18:00:00 [file.py:1]", behind a Ray "(SchedulerActor pid=123) " prefix or
  * ANSI colours. specbed serve prints the same shape on stderr.
+ * Each DP/TP scheduler prints its own lines; the prefix's "DP1 TP0 EP0"
+ * names the rank, which the row carries (iv_row.rank[0]) so that a flagged
+ * line names its rank.
  * Fields this parser does not know are ignored, so a new field never breaks it. */
 #ifndef SPECBED_BENCH_METRICS_SGLANG_H
 #define SPECBED_BENCH_METRICS_SGLANG_H
@@ -23,6 +26,7 @@ typedef struct {
     int has_ts;              /* a timestamp was found before "Decode batch" */
     double ts;               /* its time, seconds (UTC reading of the printed fields; year 2000 when none is printed) */
     double running, tokens, token_usage, accept_len, accept_rate, gen_tps, queue;   /* NaN when absent */
+    char rank[IV_RANK_LABEL];  /* the scheduler that printed it, from the prefix: "DP1 TP0" ("" when none) */
 } sgl_line;
 
 /* 1 when line is a Decode batch line (out filled), 0 otherwise. */

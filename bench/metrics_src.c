@@ -59,6 +59,50 @@ static double get(const prom_doc *d, const char *prefix, const char *name, int *
     return n ? v : NAN;
 }
 
+/* Mean of the samples named prefix+name (a gauge per rank: the ranks'
+ * accept lengths average, they do not add up); NaN when absent. */
+static double mean_of(const prom_doc *d, const char *prefix, const char *name, int *found_any) {
+    char full[160];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    int n;
+    double v = prom_sum(d, full, NULL, NULL, &n);
+    if (n && found_any) *found_any = 1;
+    return n ? v / n : NAN;
+}
+
+enum { RK_DRAFTS, RK_ACCEPTED, RK_STEPS, RK_COMMITTED, RK_RUNNING, RK_GAUGE_AL };
+
+static double *rank_field(msnap_rank *r, int f) {
+    switch (f) {
+    case RK_DRAFTS: return &r->drafts;
+    case RK_ACCEPTED: return &r->accepted;
+    case RK_STEPS: return &r->steps;
+    case RK_COMMITTED: return &r->committed;
+    case RK_RUNNING: return &r->running;
+    default: return &r->g_accept_len;
+    }
+}
+
+/* Adds every sample of prefix+name that carries rank labels to its rank. */
+static void by_rank(const prom_doc *d, const char *prefix, const char *name, int f, msnap *out) {
+    char full[160], key[IV_RANK_LABEL];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->s[i].name, full) || !prom_rank_key(d->s[i].labels, key, sizeof key)) continue;
+        int r = 0;
+        while (r < out->n_ranks && strcmp(out->rank[r].key, key)) r++;
+        if (r == out->n_ranks) {
+            if (r == IV_MAX_RANKS) continue;
+            msnap_rank *nr = &out->rank[out->n_ranks++];
+            memset(nr, 0, sizeof *nr);
+            snprintf(nr->key, sizeof nr->key, "%s", key);
+            nr->drafts = nr->accepted = nr->steps = nr->committed = nr->running = nr->g_accept_len = NAN;
+        }
+        double *v = rank_field(&out->rank[r], f);
+        *v = isnan(*v) ? d->s[i].value : *v + d->s[i].value;
+    }
+}
+
 int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->drafts = out->draft_tokens = out->accepted = out->gen_tokens = NAN;
@@ -70,8 +114,10 @@ int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t err
     const char *px = k == MSRC_SPECBED ? "specbed:" : k == MSRC_VLLM ? "vllm:" : k == MSRC_LLAMACPP ? "llamacpp:" : "sglang:";
     int spec = 0;
     if (k == MSRC_SGLANG) {
-        out->g_accept_len = get(&d, px, "spec_accept_length", &spec);
-        out->g_accept_rate = get(&d, px, "spec_accept_rate", NULL);
+        out->g_accept_len = mean_of(&d, px, "spec_accept_length", &spec);
+        out->g_accept_rate = mean_of(&d, px, "spec_accept_rate", NULL);
+        by_rank(&d, px, "spec_accept_length", RK_GAUGE_AL, out);
+        by_rank(&d, px, "num_running_reqs", RK_RUNNING, out);
         out->g_gen_tps = get(&d, px, "gen_throughput", NULL);
         out->running = get(&d, px, "num_running_reqs", NULL);
         out->waiting = get(&d, px, "num_queue_reqs", NULL);
@@ -86,6 +132,11 @@ int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t err
     out->has_spec = spec;
     out->steps = get(&d, px, "spec_decode_num_verify_steps_total", NULL);
     out->committed = get(&d, px, "spec_decode_num_committed_tokens_total", NULL);
+    by_rank(&d, px, "spec_decode_num_drafts_total", RK_DRAFTS, out);
+    by_rank(&d, px, "spec_decode_num_accepted_tokens_total", RK_ACCEPTED, out);
+    by_rank(&d, px, "spec_decode_num_verify_steps_total", RK_STEPS, out);
+    by_rank(&d, px, "spec_decode_num_committed_tokens_total", RK_COMMITTED, out);
+    by_rank(&d, px, k == MSRC_LLAMACPP ? "requests_processing" : "num_requests_running", RK_RUNNING, out);
     if (k == MSRC_LLAMACPP) {
         out->gen_tokens = get(&d, px, "tokens_predicted_total", NULL);
         out->running = get(&d, px, "requests_processing", NULL);
@@ -174,6 +225,34 @@ void msnap_totals(const msnap *a, const msnap *b, mtotals *out) {
     }
 }
 
+/* The ranks of b (matched by key in a) into the row: each rank's accept
+ * length by the same definition as the row's own. */
+static void ranks_interval(msrc_kind k, const msnap *a, const msnap *b, iv_row *r) {
+    for (int i = 0; i < b->n_ranks && r->n_ranks < IV_MAX_RANKS; i++) {
+        const msnap_rank *y = &b->rank[i], *x = NULL;
+        for (int j = 0; j < a->n_ranks && !x; j++)
+            if (!strcmp(a->rank[j].key, y->key)) x = &a->rank[j];
+        iv_rank *o = &r->rank[r->n_ranks++];
+        snprintf(o->label, sizeof o->label, "%s", y->key);
+        o->accept_len = o->drafts = NAN;
+        o->running = y->running;
+        if (k == MSRC_SGLANG) {
+            if (y->g_accept_len > 0) o->accept_len = y->g_accept_len;
+            continue;
+        }
+        /* a rank absent from the start snapshot counts from 0 (created lazily) */
+        double dd = delta(x ? x->drafts : 0, y->drafts), da = delta(x ? x->accepted : 0, y->accepted);
+        double ds = delta(x ? x->steps : 0, y->steps), dc = delta(x ? x->committed : 0, y->committed);
+        if (!isnan(ds) && !isnan(dc)) {
+            o->drafts = ds;
+            if (ds > 0) o->accept_len = dc / ds;
+        } else {
+            o->drafts = dd;
+            if (dd > 0 && !isnan(da)) o->accept_len = 1.0 + da / dd;
+        }
+    }
+}
+
 void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, double t1, iv_row *r) {
     iv_row_clear(r);
     r->t_start = t0;
@@ -189,6 +268,7 @@ void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, doub
         if (b->g_accept_len > 0) r->accept_len = b->g_accept_len;
         if (b->g_accept_rate > 0) r->accept_rate = b->g_accept_rate;
         if (isnan(r->gen_tps)) r->gen_tps = b->g_gen_tps;
+        ranks_interval(k, a, b, r);
         return;
     }
     mtotals t;
@@ -200,4 +280,5 @@ void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, doub
     r->accept_rate = t.accept_rate;
     r->n_pos = t.n_pos;
     memcpy(r->pos_rate, t.pos_rate, sizeof r->pos_rate);
+    ranks_interval(k, a, b, r);
 }

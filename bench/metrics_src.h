@@ -7,7 +7,8 @@
  *             …_num_verify_steps_total, …_num_committed_tokens_total,
  *             specbed:num_requests_running / _waiting, specbed:generation_tokens_total
  *   vllm      the same names with the vllm: prefix (V1 engine; counters carry
- *             engine/model_name labels, summed over engines)
+ *             engine/model_name labels: summed over engines for the
+ *             interval's accept length, and kept per engine too)
  *   llamacpp  llamacpp:spec_decode_num_drafts_total (verification steps),
  *             …_num_draft_tokens_total, …_num_accepted_tokens_total,
  *             …_num_accepted_tokens_per_pos_total{position="i"} (written only
@@ -28,6 +29,14 @@
  * Δcommitted ÷ Δsteps and the per-position denominator is Δsteps, so steps
  * in which the drafter proposed nothing count too (DESIGN §4), and
  * 1 + Σ_i rate_i equals the measured accept length at the depth run.
+ *
+ * Ranks. A source that labels its series by rank (vLLM's engine="i";
+ * SGLang's dp_rank / tp_rank / pp_rank, prom_rank_key()) is also read per
+ * rank: the interval row gets each rank's accept length, verify steps and
+ * running requests (iv_row.rank), so that the verdict judges every rank on
+ * its own and names the bad one. Counters are pooled for the row's own
+ * accept length (the correct aggregate); gauges — SGLang's accept length
+ * and rate — are averaged over the ranks that report one, never summed.
  *
  * Per-position series are matched by their position label, not by order:
  * a series absent from the start snapshot counts from 0 (llama.cpp and
@@ -53,6 +62,13 @@ int msrc_from_name(const char *s, msrc_kind *out);   /* 0 ok, -1 unknown */
  * MSRC_NONE when no known prefix is present. */
 msrc_kind msrc_detect(const char *metrics_text);
 
+/* One rank's counters in a snapshot (NaN absent). */
+typedef struct {
+    char key[IV_RANK_LABEL];           /* prom_rank_key() */
+    double drafts, accepted, steps, committed, running;
+    double g_accept_len;               /* SGLang gauge */
+} msnap_rank;
+
 typedef struct {
     int has_spec;            /* the speculative counters were present */
     double drafts, draft_tokens, accepted, gen_tokens;
@@ -61,6 +77,8 @@ typedef struct {
     double per_pos[IV_MAX_POS];
     double running, waiting;           /* gauges; NaN when absent */
     double g_accept_len, g_accept_rate, g_gen_tps;   /* SGLang gauges; NaN otherwise */
+    int n_ranks;                       /* series with rank labels, by rank (IV_MAX_RANKS at most; more are dropped) */
+    msnap_rank rank[IV_MAX_RANKS];
 } msnap;
 
 /* Reads the counters of source k (not AUTO) from a /metrics body. */

@@ -2,6 +2,7 @@
 #include "prom.h"
 #include "errmsg.h"
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,38 @@ double prom_sum(const prom_doc *d, const char *name, const char *lkey, const cha
     }
     if (found) *found = n;
     return s;
+}
+
+int prom_rank_key(const char *labels, char *out, size_t outlen) {
+    static const char *const RANK[] = {"engine", "dp_rank", "tp_rank", "pp_rank", "attn_tp_rank", "rank"};
+    size_t o = 0;
+    int n = 0;
+    if (outlen) out[0] = 0;
+    for (const char *p = labels; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *k0 = p;
+        while (*p && *p != '=' && *p != ',') p++;
+        const char *k1 = p;
+        while (k1 > k0 && k1[-1] == ' ') k1--;
+        if (*p != '=') break;
+        p++;
+        while (*p == ' ') p++;
+        if (*p != '"') break;
+        const char *v0 = ++p;
+        while (*p && *p != '"') p += *p == '\\' && p[1] ? 2 : 1;
+        const char *v1 = p;
+        if (*p == '"') p++;
+        size_t kl = (size_t)(k1 - k0);
+        int is_rank = 0;
+        for (size_t i = 0; i < sizeof RANK / sizeof *RANK; i++)
+            if (kl == strlen(RANK[i]) && !strncmp(k0, RANK[i], kl)) is_rank = 1;
+        if (!is_rank) continue;
+        int w = snprintf(out + o, outlen > o ? outlen - o : 0, "%s%.*s=\"%.*s\"", n ? "," : "", (int)kl, k0,
+                         (int)(v1 - v0), v0);
+        if (w > 0) o = o + (size_t)w < outlen ? o + (size_t)w : (outlen ? outlen - 1 : 0);
+        n++;
+    }
+    return n;
 }
 
 int prom_has_prefix(const prom_doc *d, const char *prefix) {

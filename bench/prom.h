@@ -33,6 +33,14 @@ double prom_sum(const prom_doc *d, const char *name, const char *lkey, const cha
  * 0 when present, -1 when absent. */
 int prom_label(const char *labels, const char *key, char *out, size_t outlen);
 
+/* The rank a sample belongs to, from its rank labels only (engine,
+ * dp_rank, tp_rank, pp_rank, attn_tp_rank, rank — vLLM's data-parallel
+ * engines, SGLang's schedulers), in the order they appear, e.g.
+ * `dp_rank="1",tp_rank="0"` or `engine="0"`; "" when it has none. Other
+ * labels (model_name, engine_type, position) are not part of a rank.
+ * Returns how many rank labels were found. */
+int prom_rank_key(const char *labels, char *out, size_t outlen);
+
 /* 1 when any sample name starts with prefix (e.g. "vllm:"). */
 int prom_has_prefix(const prom_doc *d, const char *prefix);
 #endif

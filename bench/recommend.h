@@ -40,4 +40,31 @@ rc_pred rc_predict(const cost_curve *t, const double *p, int n, int k, int concu
 /* Index of the largest value (ties: the smaller index, i.e. the shallower
  * depth when v is ordered by depth); NaN entries are skipped; -1 when none. */
 int rc_argmax(const double *v, int n);
+
+/* A gain over speculation off: the ratio of throughputs and its 95%
+ * interval (report_data.c: paired by repeat, stats.h st_two_level). */
+typedef struct { double est, lo, hi; } rc_gain;
+/* 1 significantly better (lo > 1), -1 significantly worse (hi < 1), 0 within noise. */
+int rc_verdict(const rc_gain *g);
+/* The significance rule. Over depth[0..n-1] with gains g (depth-0 entries
+ * ignored): best = the depth with the highest gain estimate; the
+ * recommendation is the shallowest depth that is significantly better than
+ * off and whose estimate lies within the best's interval (≥ its lo), else
+ * the best itself when it is significant, else the significant depth with
+ * the highest estimate. Returns its index, or -1 ("speculation off") when
+ * no depth is significantly better. *best_out: the best's index (-1 none). */
+int rc_choose(const int *depth, const rc_gain *g, int n, int *best_out);
+
+/* A monotone cost curve from noisy step times: points with equal rows are
+ * pooled (weights summed, weighted mean), then fit by weighted least-squares
+ * isotonic regression (stats.h st_isotonic), so a point that came out
+ * cheap by chance pulls its neighbours down instead of being lifted to the
+ * running maximum. w NULL = equal weights. 0 ok, -1 out of memory. */
+int rc_fit_monotone(cost_curve *c, const double *rows, const double *sec, const double *w, int n, const char *source);
+
+/* The content-bound depth: the deepest k ≤ max_k such that every draft row
+ * up to k raised the predicted decode throughput c·E(j) ÷ step(j), with
+ * step(j) = cost(c(j+1)) + c·j·draft + overhead_s — past it an extra row
+ * costs more than it returns. 0 when even the first row does not pay. */
+int rc_break_even(const cost_curve *t, const double *p, int n, int concurrency, double overhead_s, int max_k);
 #endif

@@ -1,5 +1,5 @@
-/* report_data.c — loading a sweep directory and computing the
- * recommendation (report.h). Reads files only. */
+/* report_data.c — loading a sweep directory, the intervals, the decision
+ * and the predictions (report.h). Reads files only. */
 #include "report.h"
 #include "file.h"
 #include "csv_table.h"
@@ -30,6 +30,88 @@ static void add_drafter(rp_sweep *s, const char *d) {
     if (s->n_drafters < 16) snprintf(s->drafters[s->n_drafters++], 64, "%s", d);
 }
 
+static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsString(v)) snprintf(dst, n, "%s", v->valuestring);
+}
+
+static double jnum(const cJSON *o, const char *k, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* A run's ok requests (requests.csv) and its outputs' repetition (outputs.jsonl). */
+static void load_run(const char *sweep_dir, const char *rel, rp_run *u) {
+    char p[2200], err[512];
+    u->rep4 = NAN;
+    snprintf(p, sizeof p, "%s/%s/requests.csv", sweep_dir, rel);
+    csv_table t;
+    if (!csvt_read(p, &t, err, sizeof err)) {
+        int n = t.nrow;
+        u->n_out = calloc((size_t)(n ? n : 1), sizeof *u->n_out);
+        u->ttft = calloc((size_t)(n ? n : 1), sizeof *u->ttft);
+        u->e2el = calloc((size_t)(n ? n : 1), sizeof *u->e2el);
+        u->tpot = calloc((size_t)(n ? n : 1), sizeof *u->tpot);
+        u->id = calloc((size_t)(n ? n : 1), sizeof *u->id);
+        if (u->n_out && u->ttft && u->e2el && u->tpot && u->id)
+            for (int r = 0; r < n; r++) {
+                if (csvt_num(&t, r, "ok") != 1) continue;
+                u->n_out[u->n] = csvt_num(&t, r, "output_tokens");
+                u->ttft[u->n] = csvt_num(&t, r, "ttft_ms") / 1e3;
+                u->e2el[u->n] = csvt_num(&t, r, "e2el_ms") / 1e3;
+                u->tpot[u->n] = csvt_num(&t, r, "tpot_ms");
+                snprintf(u->id[u->n], sizeof u->id[0], "%s", csvt_get(&t, r, "id"));
+                u->n++;
+            }
+        csvt_free(&t);
+    }
+    snprintf(p, sizeof p, "%s/%s/outputs.jsonl", sweep_dir, rel);
+    char *b = slurp(p);
+    if (!b) return;
+    double sum = 0;
+    int cnt = 0;
+    for (char *line = b, *nl; line && *line; line = nl) {
+        nl = strchr(line, '\n');
+        if (nl) *nl++ = 0;
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok"), *tx = cJSON_GetObjectItemCaseSensitive(o, "text");
+        if (cJSON_IsTrue(ok) && cJSON_IsString(tx)) {
+            double f = st_repeated_ngram_frac(tx->valuestring, 4);
+            if (!isnan(f)) { sum += f; cnt++; }
+        }
+        cJSON_Delete(o);
+    }
+    free(b);
+    if (cnt) u->rep4 = sum / cnt;
+}
+
+static void load_manifest(rp_sweep *s, cJSON *m) {
+    jstr(m, "launch", s->launch, sizeof s->launch);
+    s->block_size = (int)jnum(m, "block_size", 5);
+    jstr(m, "block_size_source", s->block_src, sizeof s->block_src);
+    jstr(m, "cost_table", s->cost_table, sizeof s->cost_table);
+    jstr(m, "loadavg_start", s->loadavg_start, sizeof s->loadavg_start);
+    jstr(m, "loadavg_end", s->loadavg_end, sizeof s->loadavg_end);
+    jstr(m, "started", s->started, sizeof s->started);
+    s->temperature = jnum(m, "temperature", 0);
+    s->wall_s = jnum(m, "wall_s", NAN);
+    s->order_seed = (long long)jnum(m, "order_seed", -1);
+    s->seed = (long long)jnum(m, "seed", 0);
+    s->repeats_planned = (int)jnum(m, "repeats", 1);
+    s->repeats_done = (int)jnum(m, "repeats_completed", -1);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "cost_tables"), *c;
+    cJSON_ArrayForEach(c, ct)
+        if (cJSON_IsString(c) && s->n_cost_tables < 16) {
+            snprintf(s->cost_tables[s->n_cost_tables][0], 600, "%s", c->string);
+            snprintf(s->cost_tables[s->n_cost_tables++][1], 600, "%s", c->valuestring);
+        }
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "budget"), "gave_up");
+    size_t o = 0;
+    cJSON_ArrayForEach(c, b)
+        if (cJSON_IsString(c) && o < sizeof s->gave_up)
+            o += (size_t)snprintf(s->gave_up + o, sizeof s->gave_up - o, "%s%s", o ? "; " : "", c->valuestring);
+}
+
 int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
@@ -41,11 +123,7 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     cJSON *m = mt ? cJSON_Parse(mt) : NULL;
     free(mt);
     if (!m) return errf(err, errlen, "%s: missing or not JSON (is %s a sweep --out directory?)", p, dir);
-    const cJSON *v;
-    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "launch"))) snprintf(s->launch, sizeof s->launch, "%s", v->valuestring);
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(m, "block_size"))) s->block_size = (int)v->valuedouble;
-    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "block_size_source"))) snprintf(s->block_src, sizeof s->block_src, "%s", v->valuestring);
-    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(m, "cost_table"))) snprintf(s->cost_table, sizeof s->cost_table, "%s", v->valuestring);
+    load_manifest(s, m);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "launches");
     int nl = cJSON_GetArraySize(ls);
     s->launches = calloc((size_t)(nl ? nl : 1), sizeof *s->launches);
@@ -54,15 +132,16 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     cJSON_ArrayForEach(L, ls) {
         rp_launch *l = &s->launches[s->n_launches++];
         l->first_flag_s = l->threshold = NAN;
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(L, "drafter"))) snprintf(l->drafter, sizeof l->drafter, "%s", v->valuestring);
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(L, "depth"))) l->depth = (int)v->valuedouble;
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(L, "dir"))) snprintf(l->dir, sizeof l->dir, "%s", v->valuestring);
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(L, "error"))) snprintf(l->error, sizeof l->error, "%s", v->valuestring);
+        jstr(L, "drafter", l->drafter, sizeof l->drafter);
+        l->depth = (int)jnum(L, "depth", 0);
+        l->repeat = (int)jnum(L, "repeat", -1);
+        jstr(L, "dir", l->dir, sizeof l->dir);
+        jstr(L, "error", l->error, sizeof l->error);
         const cJSON *C = cJSON_GetObjectItemCaseSensitive(L, "canary");
-        if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(C, "verdict"))) snprintf(l->verdict, sizeof l->verdict, "%s", v->valuestring);
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(C, "first_flag_s"))) l->first_flag_s = v->valuedouble;
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(C, "threshold"))) l->threshold = v->valuedouble;
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(C, "findings"))) l->findings = (int)v->valuedouble;
+        jstr(C, "verdict", l->verdict, sizeof l->verdict);
+        l->first_flag_s = jnum(C, "first_flag_s", NAN);
+        l->threshold = jnum(C, "threshold", NAN);
+        l->findings = (int)jnum(C, "findings", 0);
         add_drafter(s, l->drafter);
     }
     cJSON_Delete(m);
@@ -86,31 +165,28 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
             snprintf(c->dir, sizeof c->dir, "%s", csvt_get(&t, r, "dir"));
             c->depth = depth;
             c->conc = conc;
-            double *f[] = {&c->ttft_mean, &c->n_out, &c->tps, &c->req_tps, &c->failed, &c->completed, &c->ttft_p50, &c->ttft_p99, &c->itl_p50,
-                           &c->itl_p99, &c->tpot_mean, &c->tpot_p50, &c->tpot_p99, &c->e2el_mean, &c->al, &c->ar,
-                           &c->min_iv_al};
+            c->runs = calloc((size_t)t.nrow, sizeof *c->runs);
+            if (!c->runs) { csvt_free(&t); return errf(err, errlen, "out of memory"); }
+            double *f[] = {&c->n_out, &c->tps, &c->failed, &c->completed, &c->al, &c->ar, &c->min_iv_al, &c->rep4};
             for (size_t k = 0; k < sizeof f / sizeof *f; k++) *f[k] = NAN;
             for (int k = 0; k < RP_MAX_POS; k++) c->pos[k] = NAN;
             add_drafter(s, dr);
         }
         int n = c->n_rep;
+        rp_run *u = &c->runs[c->n_rep++];
+        u->rep = (int)csvt_num(&t, r, "repeat");
+        load_run(dir, csvt_get(&t, r, "dir"), u);
+        u->itl_p50 = csvt_num(&t, r, "median_itl_ms");
+        u->itl_p99 = csvt_num(&t, r, "p99_itl_ms");
+        u->al = depth == 0 ? 1.0 : csvt_num(&t, r, "spec_decode_acceptance_length");
         c->tps = mean_acc(c->tps, csvt_num(&t, r, "output_throughput"), n);
-        c->req_tps = mean_acc(c->req_tps, csvt_num(&t, r, "request_throughput"), n);
         c->failed = mean_acc(c->failed, csvt_num(&t, r, "failed"), n);
         c->completed = mean_acc(c->completed, csvt_num(&t, r, "completed"), n);
-        c->ttft_mean = mean_acc(c->ttft_mean, csvt_num(&t, r, "mean_ttft_ms"), n);
         double comp = csvt_num(&t, r, "completed"), tot = csvt_num(&t, r, "total_output_tokens");
         c->n_out = mean_acc(c->n_out, comp > 0 ? tot / comp : NAN, n);
-        c->ttft_p50 = mean_acc(c->ttft_p50, csvt_num(&t, r, "median_ttft_ms"), n);
-        c->ttft_p99 = mean_acc(c->ttft_p99, csvt_num(&t, r, "p99_ttft_ms"), n);
-        c->itl_p50 = mean_acc(c->itl_p50, csvt_num(&t, r, "median_itl_ms"), n);
-        c->itl_p99 = mean_acc(c->itl_p99, csvt_num(&t, r, "p99_itl_ms"), n);
-        c->tpot_mean = mean_acc(c->tpot_mean, csvt_num(&t, r, "mean_tpot_ms"), n);
-        c->tpot_p50 = mean_acc(c->tpot_p50, csvt_num(&t, r, "median_tpot_ms"), n);
-        c->tpot_p99 = mean_acc(c->tpot_p99, csvt_num(&t, r, "p99_tpot_ms"), n);
-        c->e2el_mean = mean_acc(c->e2el_mean, csvt_num(&t, r, "mean_e2el_ms"), n);
         c->al = mean_acc(c->al, csvt_num(&t, r, "spec_decode_acceptance_length"), n);
         c->ar = mean_acc(c->ar, csvt_num(&t, r, "spec_decode_acceptance_rate"), n);
+        c->rep4 = mean_acc(c->rep4, u->rep4, n);
         double mi = csvt_num(&t, r, "specbed_min_interval_accept_length");
         if (isnan(mi)) mi = csvt_num(&t, r, "min_interval_accept_length");   /* sweeps written before the specbed_ prefix */
         if (!isnan(mi) && !(mi >= c->min_iv_al)) c->min_iv_al = mi;
@@ -118,11 +194,11 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
             char col[16];
             snprintf(col, sizeof col, "pos_%d", k);
             double pv = csvt_num(&t, r, col);
+            u->pos[k] = pv;
             if (isnan(pv)) continue;
             c->pos[k] = mean_acc(c->pos[k], pv, n);
             if (k + 1 > c->n_pos) c->n_pos = k + 1;
         }
-        c->n_rep++;
     }
     csvt_free(&t);
     if (!s->n_cells) return errf(err, errlen, "%s: no runs recorded", p);
@@ -130,10 +206,135 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
 }
 
 void rp_free(rp_sweep *s) {
+    for (int i = 0; i < s->n_cells; i++) {
+        for (int r = 0; r < s->cells[i].n_rep; r++) {
+            rp_run *u = &s->cells[i].runs[r];
+            free(u->n_out); free(u->ttft); free(u->e2el); free(u->tpot); free(u->id);
+        }
+        free(s->cells[i].runs);
+    }
     free(s->cells);
     free(s->launches);
     free(s->recs);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- intervals on one cell ---- */
+
+typedef enum { K_DEC, K_E2E, K_TTFT_MEAN, K_TTFT_P50, K_TTFT_P99, K_TPOT_MEAN, K_TPOT_P99, K_E2EL_MEAN, K_ITL_P50,
+               K_ITL_P99 } stat_kind;
+
+typedef struct {
+    const rp_cell *c;
+    stat_kind k;
+} cell_ctx;
+
+static double pick_stat(const rp_run *u, int conc, stat_kind k, const int *idx, int n) {
+    double buf[4096], *v = n <= 4096 ? buf : malloc((size_t)n * sizeof *v);
+    if (!v) return NAN;
+    double r = NAN;
+    int m = 0;
+    switch (k) {
+    case K_DEC: r = st_decode_tps(conc, u->n_out, u->ttft, u->e2el, idx, n); break;
+    case K_E2E: r = st_e2e_tps(conc, u->n_out, u->e2el, idx, n); break;
+    case K_ITL_P50: r = u->itl_p50; break;
+    case K_ITL_P99: r = u->itl_p99; break;
+    default:
+        for (int i = 0; i < n; i++) {
+            double x = k == K_TPOT_MEAN || k == K_TPOT_P99 ? u->tpot[idx[i]]
+                     : k == K_E2EL_MEAN ? u->e2el[idx[i]] * 1e3 : u->ttft[idx[i]] * 1e3;
+            if (!isnan(x)) v[m++] = x;
+        }
+        r = k == K_TTFT_P50 ? st_percentile(v, (size_t)m, 50)
+          : k == K_TTFT_P99 || k == K_TPOT_P99 ? st_percentile(v, (size_t)m, 99) : st_mean(v, (size_t)m);
+    }
+    if (v != buf) free(v);
+    return r;
+}
+
+static double cell_stat(void *ctx, int rep, const int *idx, int n) {
+    const cell_ctx *x = ctx;
+    return pick_stat(&x->c->runs[rep], x->c->conc, x->k, idx, n);
+}
+
+static st_ci cell_ci(const rp_cell *c, stat_kind k, int n_boot, unsigned long long seed) {
+    int n[256];
+    int R = c->n_rep < 256 ? c->n_rep : 256;
+    for (int r = 0; r < R; r++) n[r] = k == K_ITL_P50 || k == K_ITL_P99 ? 1 : c->runs[r].n;
+    cell_ctx x = {c, k};
+    int log_scale = k == K_DEC || k == K_E2E;
+    st_ci ci = st_two_level(cell_stat, &x, n, R, k == K_ITL_P50 || k == K_ITL_P99 ? 0 : n_boot, seed + (unsigned)k, log_scale);
+    if ((k == K_ITL_P50 || k == K_ITL_P99) && ci.n_rep < 2) ci.lo = ci.hi = NAN;   /* one repeat, no gaps: no interval */
+    return ci;
+}
+
+/* ---- paired gain A ÷ off ---- */
+
+typedef struct {
+    const rp_cell *a, *b;
+    int ia[256], ib[256];          /* repeats present in both, paired by repeat index */
+    int paired[256];               /* the two runs hold the same prompts in the same order */
+    stat_kind k;
+    st_rng g;                      /* resamples the baseline's requests when not paired */
+} gain_ctx;
+
+static double gain_stat(void *ctx, int r, const int *idx, int n) {
+    gain_ctx *x = ctx;
+    const rp_run *ua = &x->a->runs[x->ia[r]], *ub = &x->b->runs[x->ib[r]];
+    double ta = pick_stat(ua, x->a->conc, x->k, idx, n);
+    int identity = 1;
+    for (int i = 0; i < n && identity; i++) identity = idx[i] == i;
+    /* paired: the same (resampled) prompts on both sides, so their difficulty cancels */
+    if (x->paired[r]) return ta / pick_stat(ub, x->b->conc, x->k, idx, n);
+    int *j = malloc((size_t)(ub->n ? ub->n : 1) * sizeof *j);
+    if (!j) return NAN;
+    for (int i = 0; i < ub->n; i++) j[i] = identity ? i : st_rng_below(&x->g, ub->n);
+    double tb = pick_stat(ub, x->b->conc, x->k, j, ub->n);
+    free(j);
+    return ta / tb;
+}
+
+static rc_gain gain_ci(const rp_cell *a, const rp_cell *b, stat_kind k, int n_boot, unsigned long long seed) {
+    rc_gain out = {NAN, NAN, NAN};
+    if (!a || !b) return out;
+    if (a == b) { out.est = out.lo = out.hi = 1; return out; }
+    gain_ctx *x = calloc(1, sizeof *x);
+    if (!x) return out;
+    x->a = a;
+    x->b = b;
+    x->k = k;
+    st_rng_seed(&x->g, seed ^ 0xABCDEFull);
+    int R = 0, n[256];
+    for (int i = 0; i < a->n_rep && R < 256; i++)
+        for (int j = 0; j < b->n_rep; j++)
+            if (a->runs[i].rep == b->runs[j].rep) {
+                /* the same prompts in the same order (a run with fewer prompts, cut by
+                 * --budget, holds a prefix of the other's): paired on the common prefix */
+                const rp_run *ua = &a->runs[i], *ub = &b->runs[j];
+                int m = ua->n < ub->n ? ua->n : ub->n, same = m > 0;
+                for (int q = 0; q < m && same; q++) same = !strcmp(ua->id[q], ub->id[q]);
+                x->ia[R] = i;
+                x->ib[R] = j;
+                x->paired[R] = same;
+                n[R++] = same ? m : ua->n;
+                break;
+            }
+    st_ci ci = st_two_level(gain_stat, x, n, R, n_boot, seed, 1);
+    free(x);
+    out.est = ci.est;
+    out.lo = ci.lo;
+    out.hi = ci.hi;
+    return out;
+}
+
+/* ---- the decision ---- */
+
+/* A stable number per series, so its seeds do not depend on file order. */
+static unsigned long long r_index_hash(const char *a, const char *b, int c) {
+    unsigned long long h = 1469598103934665603ull;
+    for (; *a; a++) { h ^= (unsigned char)*a; h *= 1099511628211ull; }
+    for (; *b; b++) { h ^= (unsigned char)*b; h *= 1099511628211ull; }
+    return (h ^ (unsigned long long)c) % 1000003ull;
 }
 
 /* The cell for (drafter, depth, workload, conc); depth 0 falls back to "none". */
@@ -148,41 +349,143 @@ static const rp_cell *cell(const rp_sweep *s, const char *dr, int depth, const c
     return NULL;
 }
 
-/* Step seconds measured by the sweep for one drafter: accept length × mean
- * TPOT at rows = c(k+1) (depth 0: TPOT at rows = c). */
+/* Step seconds the sweep measured for one drafter (decode: c·accept length
+ * ÷ decode tok/s at rows c(k+1); depth 0: c ÷ decode tok/s), fit monotone
+ * by weighted least squares (recommend.h rc_fit_monotone). */
 static void measured_cost(const rp_sweep *s, const char *dr, cost_curve *t) {
-    double rows[COST_MAX_POINTS], sec[COST_MAX_POINTS];
+    double rows[COST_MAX_POINTS], sec[COST_MAX_POINTS], w[COST_MAX_POINTS];
     int n = 0;
     for (int i = 0; i < s->n_cells && n < COST_MAX_POINTS; i++) {
         const rp_cell *c = &s->cells[i];
         if (strcmp(c->drafter, dr) && strcmp(c->drafter, "none")) continue;
         double al = c->depth == 0 ? 1.0 : c->al;
-        if (isnan(al) || isnan(c->tpot_mean)) continue;
+        if (isnan(al) || !(c->dec.est > 0)) continue;
         rows[n] = (double)c->conc * (c->depth + 1);
-        sec[n++] = al * c->tpot_mean / 1e3;
+        w[n] = c->n_rep;
+        sec[n++] = c->conc * al / c->dec.est;
     }
-    char src[200];
-    snprintf(src, sizeof src, "measured by this sweep (%s): accept length x mean TPOT at rows = concurrency x (depth+1)", dr);
-    cost_curve_from_points(t, rows, sec, n, src);
+    char src[300];
+    snprintf(src, sizeof src, "a monotone (isotonic least-squares) fit to this sweep's own step times (%s): "
+             "concurrency x accept length / decode tok/s at rows = concurrency x (depth+1)", dr);
+    if (rc_fit_monotone(t, rows, sec, w, n, src)) cost_curve_from_points(t, rows, sec, n, src);
 }
 
-int rp_recommend(rp_sweep *s, const char *cost_path, char *err, size_t errlen) {
-    cost_curve given;
-    int have_given = 0;
+/* The deepest speculative cell of a series (its per-position rates predict every depth). */
+static const rp_cell *deep_of(const rp_rec *R) {
+    for (int j = R->n - 1; j >= 0; j--)
+        if (R->depth[j] > 0 && R->cell[j]->n_pos > 0) return R->cell[j];
+    return NULL;
+}
+
+/* Predicted decode tok/s at every depth of R with draft cost delta s/token. */
+static void predict(rp_sweep *s, rp_rec *R, const cost_curve *cost, double delta) {
+    const rp_cell *deep = deep_of(R);
+    R->best_pred = -1;
+    for (int j = 0; j < R->n; j++) {
+        R->pred_inside[j] = -1;
+        R->pred_e[j] = R->pred_step[j] = R->pred_dec[j] = NAN;
+        if (!deep && R->depth[j] > 0) continue;
+        int k = R->depth[j];
+        R->pred_e[j] = rc_expected(deep ? deep->pos : NULL, deep ? deep->n_pos : 0, k);
+        R->pred_step[j] = cost_curve_at(cost, (double)R->conc * (k + 1)) + (double)R->conc * k * delta + R->overhead_s;
+        R->pred_dec[j] = R->pred_step[j] > 0 ? R->conc * R->pred_e[j] / R->pred_step[j] : NAN;
+        if (!isnan(R->pred_dec[j]) && (R->best_pred < 0 || R->pred_dec[j] > R->pred_dec[R->best_pred])) R->best_pred = j;
+        const st_ci *m = &R->cell[j]->dec;
+        if (k > 0 && !isnan(R->pred_dec[j]) && !isnan(m->lo)) {
+            R->pred_inside[j] = R->pred_dec[j] >= m->lo && R->pred_dec[j] <= m->hi;
+            s->n_pred++;
+            s->n_pred_inside += R->pred_inside[j];
+        }
+    }
+    cost_curve c2 = *cost;
+    c2.draft_seconds_per_token = delta;
+    R->break_even = deep ? rc_break_even(&c2, deep->pos, deep->n_pos, R->conc, R->overhead_s, deep->n_pos) : -1;
+    R->block_pred = NAN;
+    if (deep) {
+        double e = rc_expected(deep->pos, deep->n_pos, s->block_size);
+        double st = cost_curve_at(cost, (double)R->conc * (s->block_size + 1)) + (double)R->conc * s->block_size * delta +
+                    R->overhead_s;
+        R->block_pred = st > 0 ? R->conc * e / st : NAN;
+    }
+}
+
+/* The draft cost per drafted token in the server, one number per drafter ×
+ * concurrency, by least squares through the origin over its cells:
+ * measured step − table cost − overhead = c·k·δ. `specbed profile` times
+ * the drafter alone at batch 1; in the server drafts are batched and
+ * interleaved, so the batch-1 figure does not transfer. NaN: no cells. */
+static double fit_draft_cost(const rp_sweep *s, const char *dr, int conc, const cost_curve *cost) {
+    double sxy = 0, sxx = 0;
+    for (int r = 0; r < s->n_recs; r++) {
+        const rp_rec *R = &s->recs[r];
+        if (strcmp(R->drafter, dr) || R->conc != conc) continue;
+        for (int j = 0; j < R->n; j++) {
+            const rp_cell *c = R->cell[j];
+            if (R->depth[j] == 0 || isnan(c->al) || !(c->dec.est > 0)) continue;
+            double step = conc * c->al / c->dec.est, x = (double)conc * R->depth[j];
+            double y = step - cost_curve_at(cost, (double)conc * (R->depth[j] + 1)) - R->overhead_s;
+            sxy += x * y * c->n_rep;
+            sxx += x * x * c->n_rep;
+        }
+    }
+    if (!(sxx > 0)) return NAN;
+    return sxy / sxx > 0 ? sxy / sxx : 0;
+}
+
+const char *rp_decision_word(const rp_rec *R) {
+    static char buf[4][64];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    if (R->rec < 0) snprintf(b, 64, "speculation off");
+    else snprintf(b, 64, "depth %d", R->depth[R->rec]);
+    return b;
+}
+
+int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long long seed, char *err, size_t errlen) {
+    if (n_boot <= 0) n_boot = 1000;
+    s->n_boot = n_boot;
+    for (int i = 0; i < s->n_cells; i++) {
+        rp_cell *c = &s->cells[i];
+        unsigned long long sd = seed + 1000ull * (unsigned long long)i;
+        c->dec = cell_ci(c, K_DEC, n_boot, sd);
+        c->e2e = cell_ci(c, K_E2E, n_boot, sd);
+        c->ttft_mean = cell_ci(c, K_TTFT_MEAN, n_boot, sd);
+        c->ttft_p50 = cell_ci(c, K_TTFT_P50, n_boot, sd);
+        c->ttft_p99 = cell_ci(c, K_TTFT_P99, n_boot, sd);
+        c->tpot_mean = cell_ci(c, K_TPOT_MEAN, n_boot, sd);
+        c->tpot_p99 = cell_ci(c, K_TPOT_P99, n_boot, sd);
+        c->e2el_mean = cell_ci(c, K_E2EL_MEAN, n_boot, sd);
+        c->itl_p50 = cell_ci(c, K_ITL_P50, n_boot, sd);
+        c->itl_p99 = cell_ci(c, K_ITL_P99, n_boot, sd);
+    }
+    cost_curve global;
+    int have_global = 0;
     const char *cp = cost_path ? cost_path : s->cost_table[0] ? s->cost_table : NULL;
     if (cp) {
-        if (cost_curve_load(&given, cp, err, errlen)) return -1;
-        have_given = 1;
+        if (cost_curve_load(&global, cp, err, errlen)) return -1;
+        have_global = 1;
     }
     int cap = s->n_cells + 1;
     s->recs = calloc((size_t)cap, sizeof *s->recs);
     if (!s->recs) return errf(err, errlen, "out of memory");
     for (int d = 0; d < s->n_drafters; d++) {
         const char *dr = s->drafters[d];
-        cost_curve meas;
-        measured_cost(s, dr, &meas);
-        const cost_curve *cost = have_given ? &given : &meas;
-        /* one recommendation per (workload, conc) that this drafter ran */
+        cost_curve cost;
+        int table = 0;
+        if (have_global) { cost = global; table = 1; }
+        else {
+            for (int k = 0; k < s->n_cost_tables && !table; k++)
+                if (!strcmp(s->cost_tables[k][0], dr)) {
+                    char p[1700], e2[600];
+                    snprintf(p, sizeof p, "%s/%s", s->dir, s->cost_tables[k][1]);
+                    if (!cost_curve_load(&cost, p, e2, sizeof e2)) {
+                        table = 1;
+                        snprintf(cost.source, sizeof cost.source, "measured in-process by --profile-cmd (%s)",
+                                 s->cost_tables[k][1]);
+                    }
+                }
+            if (!table) measured_cost(s, dr, &cost);
+        }
         for (int i = 0; i < s->n_cells; i++) {
             const rp_cell *c0 = &s->cells[i];
             if (strcmp(c0->drafter, dr)) continue;
@@ -193,51 +496,56 @@ int rp_recommend(rp_sweep *s, const char *cost_path, char *err, size_t errlen) {
             rp_rec *R = &s->recs[s->n_recs++];
             snprintf(R->drafter, sizeof R->drafter, "%s", dr);
             snprintf(R->workload, sizeof R->workload, "%s", c0->workload);
-            snprintf(R->cost_source, sizeof R->cost_source, "%s", cost->source);
             R->conc = c0->conc;
-            /* depths in order, depth 0 from the baseline */
-            int depths[64], nd = 0;
-            for (int k = 0; k <= 64 && nd < 64; k++)
-                if (cell(s, dr, k, R->workload, R->conc)) depths[nd++] = k;
-            /* per-position rates from the deepest speculative run */
+            for (int k = 0; k < RP_MAX_DEPTHS && R->n < RP_MAX_DEPTHS; k++) {
+                const rp_cell *c = cell(s, dr, k, R->workload, R->conc);
+                if (c) { R->depth[R->n] = k; R->cell[R->n++] = c; }
+            }
+            const rp_cell *off = R->n && R->depth[0] == 0 ? R->cell[0] : NULL;
+            R->max_rep4 = NAN;
+            for (int j = 0; j < R->n; j++) {
+                unsigned long long sd = seed + 7777ull * (unsigned long long)(r_index_hash(R->drafter, R->workload, R->conc) + j);
+                R->gain[j] = gain_ci(R->cell[j], off, K_DEC, n_boot, sd);
+                R->gain_e2e[j] = gain_ci(R->cell[j], off, K_E2E, n_boot, sd + 1);
+                R->verdict[j] = R->depth[j] == 0 ? 0 : rc_verdict(&R->gain[j]);
+                if (R->depth[j] > 0 && !isnan(R->cell[j]->rep4) && !(R->cell[j]->rep4 <= R->max_rep4)) R->max_rep4 = R->cell[j]->rep4;
+            }
+            R->rec = rc_choose(R->depth, R->gain, R->n, &R->best);
+            /* per-position rates from the deepest speculative cell */
             const rp_cell *deep = NULL;
-            for (int j = nd - 1; j >= 0 && !deep; j--) {
-                const rp_cell *c = cell(s, dr, depths[j], R->workload, R->conc);
-                if (depths[j] > 0 && c->n_pos > 0) deep = c;
-            }
+            for (int j = R->n - 1; j >= 0 && !deep; j--)
+                if (R->depth[j] > 0 && R->cell[j]->n_pos > 0) deep = R->cell[j];
             R->pos_from_depth = deep ? deep->depth : -1;
-            /* end-to-end terms from the speculation-off run (or the shallowest) */
-            const rp_cell *base = nd ? cell(s, dr, depths[0], R->workload, R->conc) : NULL;
-            double n_out = base ? base->n_out : NAN, t0 = base ? base->ttft_mean / 1e3 : NAN;
-            R->n_out = n_out;
-            R->overhead_s = t0;
-            R->n = nd;
-            for (int j = 0; j < nd; j++) {
-                const rp_cell *c = cell(s, dr, depths[j], R->workload, R->conc);
-                R->depth[j] = depths[j];
-                R->meas_tps[j] = c->tps;
-                R->meas_al[j] = depths[j] == 0 ? 1.0 : c->al;
-                if (deep || depths[j] == 0) {
-                    rc_pred pr = rc_predict(cost, deep ? deep->pos : NULL, deep ? deep->n_pos : 0, depths[j], R->conc, n_out, t0);
-                    R->pred_e[j] = pr.e_k;
-                    R->pred_step[j] = pr.step_s;
-                    R->pred_tps[j] = pr.tps;
-                } else R->pred_e[j] = R->pred_step[j] = R->pred_tps[j] = NAN;
-            }
-            R->best_meas = rc_argmax(R->meas_tps, nd);
-            R->best_pred = rc_argmax(R->pred_tps, nd);
+            /* a cost table measured in-process leaves out what the server adds per step (HTTP, SSE,
+             * scheduling, prefill chunks of joining requests): anchor it at depth 0 */
+            R->overhead_s = 0;
+            if (table && off && off->dec.est > 0) R->overhead_s = R->conc / off->dec.est - cost_curve_at(&cost, R->conc);
+            snprintf(R->cost_source, sizeof R->cost_source, "%s%s", cost.source,
+                     table ? "; plus a per-step overhead anchored at depth 0 (decode step of speculation off − table cost)" : "");
             R->block_depth = s->block_size;
-            R->block_swept = 0;
-            R->block_tps = NAN;
-            for (int j = 0; j < nd; j++)
-                if (depths[j] == s->block_size) { R->block_swept = 1; R->block_tps = R->meas_tps[j]; }
-            if (!R->block_swept && deep) R->block_tps = rc_predict(cost, deep->pos, deep->n_pos, s->block_size, R->conc, n_out, t0).tps;
-            /* Like with like: measured best vs measured block depth; when the
-             * block depth was not swept, predicted best vs predicted block. */
-            double best = R->block_swept ? (R->best_meas >= 0 ? R->meas_tps[R->best_meas] : NAN)
-                                         : (R->best_pred >= 0 ? R->pred_tps[R->best_pred] : NAN);
-            if (!R->block_swept && !isnan(R->block_tps) && R->block_tps > best) best = R->block_tps;
-            R->loss_frac = best > 0 && !isnan(R->block_tps) ? (best - R->block_tps) / best : NAN;
+            R->block_idx = -1;
+            for (int j = 0; j < R->n; j++) if (R->depth[j] == s->block_size) R->block_idx = j;
+            R->lost_block = R->rec >= 0 ? R->cell[R->rec]->dec.est : off ? off->dec.est : NAN;   /* finished below */
+        }
+        /* predictions for this drafter's series */
+        for (int r = 0; r < s->n_recs; r++) {
+            rp_rec *R = &s->recs[r];
+            if (strcmp(R->drafter, dr)) continue;
+            double delta = cost.draft_seconds_per_token;
+            if (table) {
+                double f = fit_draft_cost(s, dr, R->conc, &cost);
+                if (!isnan(f)) {
+                    size_t l = strlen(R->cost_source);
+                    snprintf(R->cost_source + l, sizeof R->cost_source - l, "; draft cost %.3f ms per drafted token at "
+                             "concurrency %d fitted to the sweep (the profile's batch-1 figure: %.3f ms)", f * 1e3,
+                             R->conc, cost.draft_seconds_per_token * 1e3);
+                    delta = f;
+                }
+            }
+            predict(s, R, &cost, delta);
+            double rec_tps = R->lost_block;
+            double blk = R->block_idx >= 0 ? R->cell[R->block_idx]->dec.est : R->block_pred;
+            R->lost_block = rec_tps > 0 && !isnan(blk) ? 1 - blk / rec_tps : NAN;
         }
     }
     return 0;

@@ -1,5 +1,6 @@
-/* report_md.c — the report's text: report.md (tables, figures, the
- * recommendation) and recommendation.json (the same numbers for scripts). */
+/* report_md.c — the report's text: report.md (the decision and its
+ * confidence first, then the evidence) and recommendation.json (the same
+ * numbers for scripts). */
 #include "report.h"
 #include "errmsg.h"
 #include "load_out.h"
@@ -17,12 +18,34 @@ static void num(FILE *f, const char *fmt, double v) {
     else fprintf(f, fmt, v);
 }
 
+/* "12.3 [11.0, 13.9]" */
+static void ci(FILE *f, const char *fmt, const st_ci *c) {
+    num(f, fmt, c->est);
+    if (!isnan(c->lo)) {
+        fputs(" [", f);
+        fprintf(f, fmt, c->lo);
+        fputs(", ", f);
+        fprintf(f, fmt, c->hi);
+        fputs("]", f);
+    }
+}
+
+static void gain(FILE *f, const rc_gain *g) {
+    if (isnan(g->est)) { fputs("–", f); return; }
+    fprintf(f, "%.3f×", g->est);
+    if (!isnan(g->lo) && g->lo != g->hi) fprintf(f, " [%.3f, %.3f]", g->lo, g->hi);
+}
+
+static const char *verdict_word(int v) { return v > 0 ? "**better**" : v < 0 ? "worse" : "within noise"; }
+
 static void figure(FILE *f, const char *out, const char *name, const char *caption) {
     char p[1400];
     snprintf(p, sizeof p, "%s/%s.svg", out, name);
     if (access(p, R_OK)) return;
     fprintf(f, "![%s](%s.svg)\n\n*%s* ([PNG](%s.png))\n\n", caption, name, caption, name);
 }
+
+static const rp_cell *off_of(const rp_rec *R) { return R->n && R->depth[0] == 0 ? R->cell[0] : NULL; }
 
 int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t errlen) {
     char p[1400];
@@ -33,34 +56,107 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M", localtime(&now));
     fprintf(f, "# Draft depth sweep report\n\n");
-    fprintf(f, "Sweep `%s`, reported %s. Launch template: `%s`.\n\n", s->dir, date, s->launch);
-    fprintf(f, "The depth `dspark_block_size` would impose: **%d** (%s).\n\n", s->block_size, s->block_src);
+    fprintf(f, "Sweep `%s` (started %s, %.0f s), reported %s. Launch template: `%s`.\n\n", s->dir,
+            s->started[0] ? s->started : "?", s->wall_s, date, s->launch);
+    fprintf(f, "Repeats: %d of %d planned, each visiting every (drafter, depth) arm in an order shuffled from "
+               "order seed %lld (sweep.json `orders`). Decoding: %s (request seed %lld). Load average (1, 5, 15 min) "
+               "at the start: %s; at the end: %s.%s%s\n\n",
+            s->repeats_done >= 0 ? s->repeats_done : s->repeats_planned, s->repeats_planned, s->order_seed,
+            s->temperature > 0 ? "sampled" : "greedy", s->seed, s->loadavg_start[0] ? s->loadavg_start : "not recorded",
+            s->loadavg_end[0] ? s->loadavg_end : "not recorded", s->gave_up[0] ? " **Budget:** " : "", s->gave_up);
+    if (s->temperature > 0) fprintf(f, "Temperature %.2f.\n\n", s->temperature);
 
+    /* ---- the decision ---- */
     fprintf(f, "## Recommendation\n\n");
-    fprintf(f, "Per drafter × workload × concurrency: the measured best depth (highest output tokens/s), the depth "
-               "predicted from per-position acceptance and the cost table, and the depth `dspark_block_size` would "
-               "have imposed, with the throughput lost by inheriting it.\n\n");
-    fprintf(f, "| drafter | workload | conc | measured best depth (tok/s) | predicted best depth (E(k), ms/step, tok/s) "
-               "| block-size depth %d (tok/s) | lost by inheriting |\n|---|---|---|---|---|---|---|\n", s->block_size);
+    int n_depth = 0, n_off = 0;
+    for (int r = 0; r < s->n_recs; r++) { if (s->recs[r].rec >= 0) n_depth++; else n_off++; }
+    fprintf(f, "**%d of %d cells recommend a draft depth; %d say speculation off** (no depth's decode throughput is "
+               "significantly above speculation off's). A depth is better only when the 95%% interval of its gain "
+               "excludes 1; the recommendation is the shallowest such depth whose gain lies within the best depth's "
+               "interval.\n\n", n_depth, s->n_recs, n_off);
+    fprintf(f, "| drafter | workload | conc | decision | its gain (decode tok/s ÷ off) [95%% CI] | best depth by estimate "
+               "| end-to-end gain of the decision | speculation-off decode tok/s [95%% CI] | block-size depth %d "
+               "| loops (max rep. 4-gram share) |\n|---|---|---|---|---|---|---|---|---|---|\n", s->block_size);
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
-        fprintf(f, "| %s | %s | %d | ", R->drafter, R->workload, R->conc);
-        if (R->best_meas >= 0) fprintf(f, "**%d** (%.1f)", R->depth[R->best_meas], R->meas_tps[R->best_meas]);
+        const rp_cell *off = off_of(R);
+        fprintf(f, "| %s | %s | %d | **%s** | ", R->drafter, R->workload, R->conc, rp_decision_word(R));
+        if (R->rec >= 0) gain(f, &R->gain[R->rec]);
+        else fputs("1 (off)", f);
+        fputs(" | ", f);
+        if (R->best >= 0) { fprintf(f, "%d: ", R->depth[R->best]); gain(f, &R->gain[R->best]); }
         else fputs("–", f);
         fputs(" | ", f);
-        if (R->best_pred >= 0)
-            fprintf(f, "**%d** (%.2f, %.2f, %.1f)", R->depth[R->best_pred], R->pred_e[R->best_pred],
-                    R->pred_step[R->best_pred] * 1e3, R->pred_tps[R->best_pred]);
-        else fputs("– (no per-position rates)", f);
+        if (R->rec >= 0) gain(f, &R->gain_e2e[R->rec]);
+        else fputs("1 (off)", f);
         fputs(" | ", f);
-        num(f, "%.1f", R->block_tps);
-        fputs(R->block_swept ? "" : " (predicted; not swept)", f);
+        if (off) ci(f, "%.1f", &off->dec);
+        else fputs("– (depth 0 not swept)", f);
         fputs(" | ", f);
-        if (isnan(R->loss_frac)) fputs("–", f);
-        else fprintf(f, "%.1f%%", 100 * R->loss_frac);
+        if (R->block_idx >= 0) { gain(f, &R->gain[R->block_idx]); fprintf(f, ", %s", verdict_word(R->verdict[R->block_idx])); }
+        else { num(f, "%.1f tok/s", R->block_pred); fputs(" (predicted; not swept)", f); }
+        if (!isnan(R->lost_block)) fprintf(f, "; %.1f%% below the decision", 100 * R->lost_block);
+        fputs(" | ", f);
+        num(f, "%.2f", R->max_rep4);
+        if (R->max_rep4 > RP_REPEAT_WARN) fputs(" ⚠ loop-driven", f);
         fputs(" |\n", f);
     }
-    fprintf(f, "\nCost per step:\n");
+
+    /* ---- noise ---- */
+    fprintf(f, "\n## Measured noise (speculation off, between repeats)\n\n"
+               "The between-repeat s.d. of log decode tok/s is the run-to-run variation (≈ its coefficient of "
+               "variation); the request-noise s.e. is what one repeat's own requests explain. When the first exceeds "
+               "the second, drift or machine load moved whole runs, and the intervals widen to match.\n\n"
+               "| workload | conc | repeats | decode tok/s [95%% CI] | between-repeat s.d. | request-noise s.e. per repeat |\n"
+               "|---|---|---|---|---|---|\n");
+    for (int i = 0; i < s->n_cells; i++) {
+        const rp_cell *c = &s->cells[i];
+        if (c->depth != 0) continue;
+        fprintf(f, "| %s | %d | %d | ", c->workload, c->conc, c->dec.n_rep);
+        ci(f, "%.1f", &c->dec);
+        fputs(" | ", f);
+        num(f, "%.1f%%", 100 * c->dec.between_sd);
+        fputs(" | ", f);
+        num(f, "%.1f%%", 100 * c->dec.within_se);
+        fputs(" |\n", f);
+    }
+
+    /* ---- every depth ---- */
+    fprintf(f, "\n## Gain over speculation off, every depth swept\n\n");
+    for (int r = 0; r < s->n_recs; r++) {
+        const rp_rec *R = &s->recs[r];
+        fprintf(f, "**%s, %s, concurrency %d** — %s\n\n", R->drafter, R->workload, R->conc, rp_decision_word(R));
+        fprintf(f, "| depth | decode tok/s [95%% CI] | gain [95%% CI] | verdict | end-to-end tok/s [95%% CI] | end-to-end gain "
+                   "| accept len | predicted E(k) | predicted decode tok/s | inside the interval | rep. 4-gram share |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int j = 0; j < R->n; j++) {
+            const rp_cell *c = R->cell[j];
+            fprintf(f, "| %d | ", R->depth[j]);
+            ci(f, "%.1f", &c->dec); fputs(" | ", f);
+            gain(f, &R->gain[j]); fputs(" | ", f);
+            fputs(R->depth[j] ? verdict_word(R->verdict[j]) : "baseline", f); fputs(" | ", f);
+            ci(f, "%.1f", &c->e2e); fputs(" | ", f);
+            gain(f, &R->gain_e2e[j]); fputs(" | ", f);
+            num(f, "%.3f", R->depth[j] == 0 ? 1.0 : c->al); fputs(" | ", f);
+            num(f, "%.3f", R->pred_e[j]); fputs(" | ", f);
+            num(f, "%.1f", R->pred_dec[j]); fputs(" | ", f);
+            fputs(R->pred_inside[j] < 0 ? (R->depth[j] ? "–" : "anchor") : R->pred_inside[j] ? "yes" : "no", f); fputs(" | ", f);
+            num(f, "%.2f", c->rep4);
+            if (c->rep4 > RP_REPEAT_WARN && R->depth[j] > 0) fputs(" ⚠", f);
+            fputs(" |\n", f);
+        }
+        fputs("\n", f);
+    }
+
+    /* ---- predictions ---- */
+    fprintf(f, "## Predicted vs measured\n\n");
+    if (s->n_pred)
+        fprintf(f, "Predicted decode tok/s fell inside the measured 95%% interval in **%d of %d** speculative cells "
+                   "(%.0f%%).\n\n", s->n_pred_inside, s->n_pred, 100.0 * s->n_pred_inside / s->n_pred);
+    else fprintf(f, "No prediction could be judged (no per-position rates or no intervals).\n\n");
+    fprintf(f, "Predicted decode tok/s at depth k, concurrency c = c · E(k) ÷ step(k), E(k) = 1 + Σ_{i<k} rate_i from "
+               "the per-position counters of the deepest depth swept (mean over repeats), step(k) = cost(c·(k+1) rows) "
+               "+ c·k·draft seconds per token + overhead. Cost per step:\n\n");
     for (int d = 0; d < s->n_drafters; d++)
         for (int r = 0; r < s->n_recs; r++)
             if (!strcmp(s->recs[r].drafter, s->drafters[d])) {
@@ -69,32 +165,36 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
             }
     fputs("\n", f);
 
-    fprintf(f, "## Predicted vs measured, every depth swept\n\n");
+    /* ---- content bound ---- */
+    fprintf(f, "## What the content allows (per-position acceptance, break-even depth)\n\n"
+               "Per-position acceptance (unconditional: P(draft i accepted)) at the deepest depth, and the depth past "
+               "which one more draft row costs more than it returns (predicted decode tok/s stops rising), next to what "
+               "`dspark_block_size` would impose (**%d**, %s).\n\n"
+               "| drafter | workload | conc | rate at position 1..8 | break-even depth | decision | block-size depth |\n"
+               "|---|---|---|---|---|---|---|\n", s->block_size, s->block_src);
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
-        fprintf(f, "**%s, %s, concurrency %d** (per-position rates from depth %d; %.1f output tokens per request, "
-                   "%.1f ms per-request overhead from the depth-%d run)\n\n", R->drafter, R->workload, R->conc,
-                R->pos_from_depth, R->n_out, R->overhead_s * 1e3, R->n ? R->depth[0] : 0);
-        fprintf(f, "| depth | measured accept len | predicted E(k) | predicted ms/step | measured tok/s | predicted tok/s |\n"
-                   "|---|---|---|---|---|---|\n");
-        for (int j = 0; j < R->n; j++) {
-            fprintf(f, "| %d | ", R->depth[j]);
-            num(f, "%.3f", R->meas_al[j]); fputs(" | ", f);
-            num(f, "%.3f", R->pred_e[j]); fputs(" | ", f);
-            num(f, "%.2f", R->pred_step[j] * 1e3); fputs(" | ", f);
-            num(f, "%.1f", R->meas_tps[j]); fputs(" | ", f);
-            num(f, "%.1f", R->pred_tps[j]); fputs(" |\n", f);
-        }
-        fputs("\n", f);
+        const rp_cell *deep = NULL;
+        for (int j = 0; j < R->n; j++) if (R->depth[j] == R->pos_from_depth) deep = R->cell[j];
+        fprintf(f, "| %s | %s | %d | ", R->drafter, R->workload, R->conc);
+        if (deep)
+            for (int k = 0; k < deep->n_pos && k < 8; k++) { if (k) fputs(" ", f); num(f, "%.2f", deep->pos[k]); }
+        else fputs("–", f);
+        fputs(" | ", f);
+        if (R->break_even >= 0) fprintf(f, "%d", R->break_even);
+        else fputs("–", f);
+        fprintf(f, " | %s | %d |\n", rp_decision_word(R), R->block_depth);
     }
 
-    fprintf(f, "## Canary on each cold launch\n\n\"baseline\": the depth-0 launch, whose content scores calibrate the "
-               "content checks of the other launches (its findings are counted against the defaults). The threshold is "
-               "the accept-length threshold of the interval check (see the sweep's `--canary-threshold`).\n\n"
-               "| drafter | depth | verdict | threshold | first flag (s) | findings | note |\n"
-               "|---|---|---|---|---|---|---|\n");
+    /* ---- canary ---- */
+    fprintf(f, "\n## Canary on each cold launch (canary pass)\n\n\"baseline\": the depth-0 launch, whose content scores "
+               "calibrate the content checks of the other launches (its findings are counted against the defaults). "
+               "The threshold is the accept-length threshold of the interval check.\n\n"
+               "| drafter | depth | verdict | threshold | first flag (s) | findings | note |\n|---|---|---|---|---|---|---|\n");
+    int n_launch_fail = 0;
     for (int i = 0; i < s->n_launches; i++) {
         const rp_launch *L = &s->launches[i];
+        if (L->repeat >= 0) { n_launch_fail += L->error[0] != 0; continue; }
         fprintf(f, "| %s | %d | %s | ", L->drafter, L->depth, L->verdict[0] ? L->verdict : "not run");
         num(f, "%.2f", L->threshold); fputs(" | ", f);
         num(f, "%.1f", L->first_flag_s);
@@ -105,33 +205,39 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         for (char *c = note; *c; c++) if (*c == '|' || *c == '\n') *c = ' ';
         fprintf(f, " | %d | %s |\n", L->findings, note);
     }
+    if (n_launch_fail) fprintf(f, "\n%d launch(es) of the repeat passes failed (sweep.json).\n", n_launch_fail);
 
-    fprintf(f, "\n## Every cell (repeats averaged)\n\n| drafter | depth | workload | conc | reps | accept len | accept rate %% "
-               "| tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | TPOT mean ms | min interval accept len | failed |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    /* ---- every cell ---- */
+    fprintf(f, "\n## Every cell: latency, 95%% intervals\n\n| drafter | depth | workload | conc | repeats | accept len | "
+               "accept rate %% | TTFT mean ms | TTFT p99 ms | TPOT mean ms | TPOT p99 ms | ITL p50 ms | ITL p99 ms | "
+               "E2E mean ms | failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_cells; i++) {
         const rp_cell *c = &s->cells[i];
         fprintf(f, "| %s | %d | %s | %d | %d | ", c->drafter, c->depth, c->workload, c->conc, c->n_rep);
         num(f, "%.3f", c->al); fputs(" | ", f);
         num(f, "%.1f", c->ar); fputs(" | ", f);
-        num(f, "%.1f", c->tps); fputs(" | ", f);
-        num(f, "%.2f", c->req_tps); fputs(" | ", f);
-        num(f, "%.1f", c->ttft_p50); fputs(" / ", f); num(f, "%.1f", c->ttft_p99); fputs(" | ", f);
-        num(f, "%.2f", c->itl_p50); fputs(" / ", f); num(f, "%.2f", c->itl_p99); fputs(" | ", f);
-        num(f, "%.2f", c->tpot_mean); fputs(" | ", f);
-        num(f, "%.2f", c->min_iv_al); fputs(" | ", f);
-        num(f, "%.0f", c->failed); fputs(" |\n", f);
+        ci(f, "%.1f", &c->ttft_mean); fputs(" | ", f);
+        ci(f, "%.1f", &c->ttft_p99); fputs(" | ", f);
+        ci(f, "%.3f", &c->tpot_mean); fputs(" | ", f);
+        ci(f, "%.3f", &c->tpot_p99); fputs(" | ", f);
+        ci(f, "%.3f", &c->itl_p50); fputs(" | ", f);
+        ci(f, "%.3f", &c->itl_p99); fputs(" | ", f);
+        ci(f, "%.1f", &c->e2el_mean); fputs(" | ", f);
+        num(f, "%.1f", c->failed); fputs(" |\n", f);
     }
 
     fprintf(f, "\n## Figures\n\n");
     if (!figs) fprintf(f, "(gnuplot was not available: figures not rendered; data and scripts are in `data/`.)\n\n");
-    figure(f, out, "accept_length_vs_depth", "Accept length vs depth per workload and concurrency");
-    figure(f, out, "throughput_vs_depth", "Output tokens/s vs depth per workload and concurrency");
-    figure(f, out, "ttft_vs_depth", "TTFT p50 (solid) and p99 (dashed) vs depth");
-    figure(f, out, "itl_vs_depth", "ITL p50 (solid) and p99 (dashed) vs depth");
-    figure(f, out, "per_position_acceptance", "Per-position acceptance (unconditional) at the deepest depth swept");
-    figure(f, out, "predicted_vs_measured", "Measured (solid) vs predicted (dashed) output tokens/s");
+    figure(f, out, "decision_gain_vs_depth", "Decision: decode gain over speculation off vs depth, 95% intervals, the 1.0 line");
+    figure(f, out, "decode_throughput_vs_depth", "Decode tokens/s vs depth, one panel per drafter, 95% bands");
+    figure(f, out, "e2e_throughput_vs_depth", "End-to-end tokens/s vs depth, 95% bands");
+    figure(f, out, "accept_length_vs_depth", "Accept length vs depth");
+    figure(f, out, "ttft_vs_depth", "TTFT mean vs depth, 95% bands");
+    figure(f, out, "itl_vs_depth", "ITL p50 vs depth, 95% bands (between repeats)");
+    figure(f, out, "per_position_acceptance", "Per-position acceptance (unconditional) at the deepest depth, code vs prose");
+    figure(f, out, "predicted_vs_measured", "Measured decode tokens/s (95% bars) vs predicted (dashed)");
     for (int i = 0; i < s->n_launches; i++) {
+        if (s->launches[i].repeat >= 0 || s->launches[i].depth == 0) continue;
         char name[200], cap[300];
         snprintf(name, sizeof name, "timeline_%s_d%d", s->launches[i].drafter, s->launches[i].depth);
         for (char *c = name; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
@@ -141,25 +247,57 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
     }
 
     fprintf(f, "## How the numbers are made\n\n"
-               "- Accept length = committed tokens per verify step per sequence, bonus token included (server "
-               "counters over the whole run: specbed committed ÷ verify steps; vLLM / llama.cpp 1 + accepted ÷ "
-               "drafts; SGLang the mean of its decode-batch intervals).\n"
-               "- Per-position rate i = accepted at position i ÷ verify steps: unconditional, so it already equals "
-               "Π_{j≤i} α_j, and E(k) = 1 + Σ_{i<k} rate_i (= 1 + Σ_{i≤k} Π_{j≤i} α_j).\n"
-               "- Predicted tok/s at depth k and concurrency c = c · N ÷ (T0 + (N − 1) · step ÷ E(k)), with step = "
-               "cost(c·(k+1) rows) from the cost table (+ c·k·draft seconds per token when the table has it), N the "
-               "output tokens per request and T0 the mean TTFT of the speculation-off run (prefill and queueing).\n"
-               "- Percentiles: linear interpolation between closest ranks (numpy's default, as vLLM's benchmark). "
-               "TTFT: send → first content chunk; ITL: gaps between content chunks; TPOT: (E2E − TTFT) ÷ (tokens − 1).\n"
-               "- Measured best depth: the highest mean output tokens/s over repeats; ties go to the shallower depth.\n");
+               "- Decode tok/s of a run = concurrency · Σ(output tokens − 1) ÷ Σ(E2E − TTFT) over its requests "
+               "(= 1000 ÷ token-weighted mean TPOT ms × concurrency): prefill and queueing, which TTFT holds, are left "
+               "out. End-to-end tok/s = concurrency · Σ output tokens ÷ Σ E2E (closed loop). Warm-up requests of each "
+               "visit are not recorded.\n"
+               "- Intervals (bench/stats.h `st_two_level`): in each repeat the requests are bootstrapped (%d "
+               "resamples, seeded) for the s.e. of that repeat's figure; the repeats' figures are averaged (log scale "
+               "for throughputs and gains) and the interval is ± t·√(max(S², W)/R), S² the between-repeat variance, W "
+               "the mean request-noise variance, df R − 1 when S² ≥ W. tests/test_bench_stats.c measures its coverage "
+               "(0.93–0.98 on synthetic repeats, 3 to 10 repeats). ITL percentiles have between-repeat intervals "
+               "only (requests.csv keeps no gaps).\n"
+               "- Gain of depth k = its decode tok/s ÷ speculation off's, per repeat (the same prompts in the same "
+               "repeat, resampled together), then combined as above. A depth is *better* only when the interval "
+               "excludes 1 (*worse* when it lies below).\n"
+               "- Accept length = committed tokens per verify step per sequence, bonus token included. Per-position "
+               "rate i = accepted at position i ÷ verify steps (unconditional), E(k) = 1 + Σ_{i<k} rate_i.\n"
+               "- Repetition: the share of repeated word 4-grams in each output (outputs.jsonl), averaged; above %.1f "
+               "a loop, not the drafter, explains much of the acceptance.\n"
+               "- Percentiles: linear interpolation between closest ranks (numpy's default). TTFT: send → first "
+               "content chunk; TPOT: (E2E − TTFT) ÷ (tokens − 1).\n", s->n_boot, RP_REPEAT_WARN);
     fclose(f);
     return 0;
+}
+
+static void add_gain(cJSON *o, const char *k, const rc_gain *g) {
+    if (isnan(g->est)) return;
+    cJSON *a = cJSON_AddArrayToObject(o, k);
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(g->est));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(isnan(g->lo) ? g->est : g->lo));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(isnan(g->hi) ? g->est : g->hi));
+}
+
+static void add_ci(cJSON *o, const char *k, const st_ci *c) {
+    if (isnan(c->est)) return;
+    cJSON *a = cJSON_AddArrayToObject(o, k);
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(c->est));
+    if (!isnan(c->lo)) {
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(c->lo));
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(c->hi));
+    }
 }
 
 int rp_write_json(const rp_sweep *s, const char *out, char *err, size_t errlen) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "block_size", s->block_size);
     cJSON_AddStringToObject(j, "block_size_source", s->block_src);
+    cJSON_AddStringToObject(j, "interval", "95% two-level: requests bootstrapped within repeats, repeats by t");
+    cJSON_AddNumberToObject(j, "bootstrap_resamples", s->n_boot);
+    cJSON_AddNumberToObject(j, "predictions_judged", s->n_pred);
+    cJSON_AddNumberToObject(j, "predictions_inside_interval", s->n_pred_inside);
+    if (s->loadavg_start[0]) cJSON_AddStringToObject(j, "loadavg_start", s->loadavg_start);
+    if (s->loadavg_end[0]) cJSON_AddStringToObject(j, "loadavg_end", s->loadavg_end);
     cJSON *a = cJSON_AddArrayToObject(j, "recommendations");
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
@@ -167,29 +305,43 @@ int rp_write_json(const rp_sweep *s, const char *out, char *err, size_t errlen) 
         cJSON_AddStringToObject(o, "drafter", R->drafter);
         cJSON_AddStringToObject(o, "workload", R->workload);
         cJSON_AddNumberToObject(o, "concurrency", R->conc);
-        if (R->best_meas >= 0) {
-            cJSON_AddNumberToObject(o, "measured_best_depth", R->depth[R->best_meas]);
-            cJSON_AddNumberToObject(o, "measured_best_output_throughput", R->meas_tps[R->best_meas]);
+        cJSON_AddStringToObject(o, "decision", rp_decision_word(R));
+        cJSON_AddNumberToObject(o, "recommended_depth", R->rec >= 0 ? R->depth[R->rec] : 0);
+        if (R->rec >= 0) add_gain(o, "recommended_gain_ci95", &R->gain[R->rec]);
+        if (R->best >= 0) {
+            cJSON_AddNumberToObject(o, "measured_best_depth", R->depth[R->best]);
+            add_gain(o, "measured_best_gain_ci95", &R->gain[R->best]);
+            cJSON_AddNumberToObject(o, "measured_best_decode_throughput", R->cell[R->best]->dec.est);
         }
         if (R->best_pred >= 0) {
             cJSON_AddNumberToObject(o, "predicted_best_depth", R->depth[R->best_pred]);
             cJSON_AddNumberToObject(o, "predicted_expected_tokens_per_step", R->pred_e[R->best_pred]);
             cJSON_AddNumberToObject(o, "predicted_seconds_per_step", R->pred_step[R->best_pred]);
-            cJSON_AddNumberToObject(o, "predicted_output_throughput", R->pred_tps[R->best_pred]);
+            cJSON_AddNumberToObject(o, "predicted_decode_throughput", R->pred_dec[R->best_pred]);
         }
+        if (R->break_even >= 0) cJSON_AddNumberToObject(o, "break_even_depth", R->break_even);
         cJSON_AddNumberToObject(o, "block_size_depth", R->block_depth);
-        if (!isnan(R->block_tps)) cJSON_AddNumberToObject(o, "block_size_output_throughput", R->block_tps);
-        cJSON_AddBoolToObject(o, "block_size_depth_swept", R->block_swept);
-        if (!isnan(R->loss_frac)) cJSON_AddNumberToObject(o, "throughput_lost_by_inheriting", R->loss_frac);
+        cJSON_AddBoolToObject(o, "block_size_depth_swept", R->block_idx >= 0);
+        if (!isnan(R->lost_block)) cJSON_AddNumberToObject(o, "throughput_lost_by_inheriting", R->lost_block);
+        if (!isnan(R->max_rep4)) cJSON_AddNumberToObject(o, "max_repeated_4gram_frac", R->max_rep4);
         cJSON_AddStringToObject(o, "cost_source", R->cost_source);
         cJSON *d = cJSON_AddArrayToObject(o, "depths");
         for (int k = 0; k < R->n; k++) {
+            const rp_cell *c = R->cell[k];
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "depth", R->depth[k]);
-            if (!isnan(R->meas_tps[k])) cJSON_AddNumberToObject(e, "measured_output_throughput", R->meas_tps[k]);
-            if (!isnan(R->meas_al[k])) cJSON_AddNumberToObject(e, "measured_accept_length", R->meas_al[k]);
+            cJSON_AddNumberToObject(e, "repeats", c->n_rep);
+            add_ci(e, "decode_throughput_ci95", &c->dec);
+            add_ci(e, "e2e_throughput_ci95", &c->e2e);
+            add_gain(e, "gain_ci95", &R->gain[k]);
+            add_gain(e, "e2e_gain_ci95", &R->gain_e2e[k]);
+            if (R->depth[k]) cJSON_AddStringToObject(e, "verdict", R->verdict[k] > 0 ? "better" : R->verdict[k] < 0 ? "worse" : "within noise");
+            if (!isnan(c->tps)) cJSON_AddNumberToObject(e, "measured_output_throughput", c->tps);
+            if (!isnan(c->al)) cJSON_AddNumberToObject(e, "measured_accept_length", c->al);
+            if (!isnan(c->rep4)) cJSON_AddNumberToObject(e, "repeated_4gram_frac", c->rep4);
             if (!isnan(R->pred_e[k])) cJSON_AddNumberToObject(e, "predicted_expected_tokens_per_step", R->pred_e[k]);
-            if (!isnan(R->pred_tps[k])) cJSON_AddNumberToObject(e, "predicted_output_throughput", R->pred_tps[k]);
+            if (!isnan(R->pred_dec[k])) cJSON_AddNumberToObject(e, "predicted_decode_throughput", R->pred_dec[k]);
+            if (R->pred_inside[k] >= 0) cJSON_AddBoolToObject(e, "prediction_inside_interval", R->pred_inside[k]);
             cJSON_AddItemToArray(d, e);
         }
         cJSON_AddItemToArray(a, o);

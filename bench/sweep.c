@@ -1,10 +1,17 @@
-/* sweep.c — `specbed sweep`: for each drafter and depth, launch the server
- * from a command template, run the canary on the cold launch, run the load
- * for each workload × concurrency × repeat, stop the server; every run is
- * stored (OUT/<drafter>-d<depth>/<workload>-c<conc>-r<rep>/, the load's
- * outputs) and summarised in OUT/runs.csv; OUT/sweep.json is the manifest
- * `specbed report` reads. Depth 0 (speculation off) is launched once and
- * serves as every drafter's baseline. */
+/* sweep.c — `specbed sweep`. An arm is one (drafter, depth) server launch
+ * config; depth 0 (speculation off) is one arm, every drafter's baseline.
+ *   1. cost tables: --profile-cmd runs once per drafter (OUT/cost/), or
+ *      --cost-table names one; recorded in sweep.json for the report;
+ *   2. canary pass: every arm launched cold in depth order, canary, stop
+ *      (depth order because auto calibration reads the shallower launch);
+ *   3. repeats: each repeat visits every arm once, in an order shuffled
+ *      from (--order-seed, repeat) so slow drift spreads over all arms; a
+ *      visit = launch, warm-up requests (not recorded), the load for each
+ *      workload × concurrency, stop. Every run is stored
+ *      (OUT/<drafter>-d<depth>/<workload>-c<conc>-r<rep>/, the load's
+ *      outputs) and summarised in OUT/runs.csv; OUT/sweep.json is the
+ *      manifest `specbed report` reads (orders, seeds, budget, load average).
+ * --budget trades prompts, then repeats, for time, and says so. */
 #include "args.h"
 #include "canary.h"
 #include "canary_verdict.h"
@@ -22,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "stats.h"
 
 #define SW_MAX 64
 
@@ -47,6 +55,10 @@ typedef struct {
     int block_size;
     char block_src[600];
     const char *cost_table;
+    const char *profile_cmd;        /* template with {drafter}, {drafter_args}, {out} */
+    uint64_t order_seed;
+    int warmup;                     /* warm-up requests per visit (not recorded) */
+    double budget_s;                /* 0 = none */
     const char *out;
     char wbuf[2048], dbuf[1024];
 } sweep_opts;
@@ -56,9 +68,10 @@ static void help(FILE *f) {
         "usage: specbed sweep --launch \"CMD … --depth {depth} --port {port}\" --depths LIST\n"
         "                     --workloads LIST --concurrency LIST --out DIR [options]\n"
         "\n"
-        "Relaunches the server per draft depth (and per drafter), runs the canary on\n"
-        "each cold launch, runs the load for every workload × concurrency × repeat, and\n"
-        "stores every run under DIR (runs.csv, sweep.json, one directory per run).\n"
+        "Launches the server per (drafter, depth) arm: first a canary pass (every arm\n"
+        "cold, in depth order), then --repeats passes that each visit every arm once in\n"
+        "a shuffled order: launch, warm-up, the load for every workload × concurrency,\n"
+        "stop. Stores every run under DIR (runs.csv, sweep.json, one directory per run).\n"
         "Then: specbed report DIR.\n"
         "\n"
         "  --launch CMD          server command; placeholders {port}, {depth}, {drafter},\n"
@@ -72,7 +85,15 @@ static void help(FILE *f) {
         "  --drafters LIST       values for {drafter}, one sweep each (default: none given)\n"
         "  --drafter-args N=ARGS what {drafter_args} becomes for drafter N (repeatable), e.g.\n"
         "                        \"draft=--draft-model models/tiny-draft\"; empty for others\n"
-        "  --repeats R           runs per cell (default 1)\n"
+        "  --repeats R           repeats; each visits every (drafter, depth) arm once, in\n"
+        "                        a shuffled order (default 3)\n"
+        "  --order-seed S        seed of the shuffled arm orders (default 1; recorded)\n"
+        "  --warmup N            warm-up requests per visit before the measured runs, not\n"
+        "                        recorded (default: the largest concurrency, at least 2)\n"
+        "  --budget S            seconds for the whole sweep: after each repeat, cut the\n"
+        "                        prompts per run (down to 2 x concurrency, at least 4),\n"
+        "                        then drop repeats, to fit; sweep.json and the report say\n"
+        "                        what was given up\n"
         "  --num-prompts N       requests per run (default 4 × concurrency, at least 8)\n"
         "  --max-tokens N        output tokens per request (default: the row's, else 128)\n"
         "  --no-canary           skip the canary on each launch\n"
@@ -91,6 +112,10 @@ static void help(FILE *f) {
         "  --drafter-config F    read dspark_block_size / block_size from a checkpoint config\n"
         "  --cost-table F        cost table for the report (specbed profile JSON or\n"
         "                        bench_engine CSV); recorded in sweep.json\n"
+        "  --profile-cmd CMD     measure a cost table per drafter before the sweep, e.g.\n"
+        "                        \"specbed profile --model M --drafter {drafter} {drafter_args}\n"
+        "                        --out {out}\" ({drafter} = none for depth 0); recorded in\n"
+        "                        sweep.json, read by the report\n"
         "\n"
         "Load options for every run (--url is set per launch; --workload is --workloads):\n%s",
         LOAD_CLI_HELP);
@@ -138,15 +163,21 @@ static const char *RUN_COLS[] = {
     "specbed_num_intervals", "specbed_metrics_scrapes_failed"};
 enum { N_RUN_COLS = sizeof RUN_COLS / sizeof *RUN_COLS, MAX_POS_COLS = 16 };
 
+/* Columns the sweep computes itself from the run's requests (stats.h). */
+static const char *EXTRA_COLS[] = {"decode_throughput", "e2e_throughput", "repeated_4gram_frac", "num_prompts",
+                                   "temperature", "seed"};
+enum { N_EXTRA_COLS = sizeof EXTRA_COLS / sizeof *EXTRA_COLS };
+
 static void write_run_header(FILE *f) {
     csv_row r = {f, 0};
     for (int i = 0; i < N_RUN_COLS; i++) csv_row_field(&r, RUN_COLS[i]);
+    for (int i = 0; i < N_EXTRA_COLS; i++) csv_row_field(&r, EXTRA_COLS[i]);
     for (int p = 0; p < MAX_POS_COLS; p++) csv_row_fieldf(&r, "pos_%d", p);
     csv_row_end(&r);
 }
 
 static void write_run_row(FILE *f, const char *drafter, int depth, const char *wl, int conc, int rep, const char *dir,
-                          const cJSON *s) {
+                          const cJSON *s, const double *extra) {
     csv_row r = {f, 0};
     csv_row_field(&r, drafter);
     csv_row_fieldf(&r, "%d", depth);
@@ -159,6 +190,9 @@ static void write_run_row(FILE *f, const char *drafter, int depth, const char *w
         if (cJSON_IsNumber(v)) csv_row_fieldf(&r, "%.6g", v->valuedouble);
         else csv_row_field(&r, "");
     }
+    for (int i = 0; i < N_EXTRA_COLS; i++)
+        if (isnan(extra[i])) csv_row_field(&r, "");
+        else csv_row_fieldf(&r, "%.6g", extra[i]);
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "spec_decode_per_position_acceptance_rates");
     for (int p = 0; p < MAX_POS_COLS; p++) {
         const cJSON *v = cJSON_GetArrayItem(pp, p);
@@ -167,6 +201,17 @@ static void write_run_row(FILE *f, const char *drafter, int depth, const char *w
     }
     csv_row_end(&r);
     fflush(f);
+}
+
+/* "1.23 0.98 0.75" from /proc/loadavg (what uptime prints); -1 elsewhere. */
+static int loadavg(char *out, size_t n) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a, b, c;
+    int ok = f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3;
+    if (f) fclose(f);
+    if (!ok) return -1;
+    snprintf(out, n, "%.2f %.2f %.2f", a, b, c);
+    return 0;
 }
 
 static cJSON *manifest(const sweep_opts *o) {
@@ -182,6 +227,12 @@ static cJSON *manifest(const sweep_opts *o) {
     a = cJSON_AddArrayToObject(j, "drafters");
     for (int i = 0; i < o->n_drafters; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->drafters[i]));
     cJSON_AddNumberToObject(j, "repeats", o->repeats);
+    cJSON_AddNumberToObject(j, "order_seed", (double)o->order_seed);
+    cJSON_AddNumberToObject(j, "warmup_requests", o->warmup);
+    cJSON_AddNumberToObject(j, "seed", (double)o->lo.c.seed);
+    cJSON_AddBoolToObject(j, "ignore_eos", o->lo.c.ignore_eos);
+    if (o->budget_s > 0) cJSON_AddNumberToObject(j, "budget_s", o->budget_s);
+    if (o->profile_cmd) cJSON_AddStringToObject(j, "profile_cmd", o->profile_cmd);
     cJSON_AddNumberToObject(j, "num_prompts", o->lo.c.num_prompts);
     if (o->lo.c.max_tokens > 0) cJSON_AddNumberToObject(j, "max_tokens", o->lo.c.max_tokens);
     else cJSON_AddStringToObject(j, "max_tokens_source", "workload rows (128 where a row has none)");
@@ -194,226 +245,498 @@ static cJSON *manifest(const sweep_opts *o) {
     time_t now = time(NULL);
     strftime(d, sizeof d, "%Y-%m-%d %H:%M:%S", localtime(&now));
     cJSON_AddStringToObject(j, "started", d);
+    char la[128];
+    if (!loadavg(la, sizeof la)) cJSON_AddStringToObject(j, "loadavg_start", la);
     cJSON_AddArrayToObject(j, "launches");
     return j;
 }
 
+/* One arm: a (drafter, depth) launch config. */
+typedef struct {
+    int dr;                 /* index into o->drafters; the off arm uses 0 but launches "none" */
+    int depth;
+    const char *drafter;    /* "none" for depth 0 */
+    char label[256];        /* <drafter>-d<depth>, the directory under OUT */
+} sw_arm;
+
+typedef struct {
+    sweep_opts *o;
+    workload *wls[SW_MAX];
+    FILE *runs;
+    cJSON *man, *launches;
+    double t0;
+    int n_runs, n_fail_launch, n_canary_fail;
+    /* canary calibration state (auto): the depth-0 canary's directory, and
+     * per drafter the lowest judged-interval accept length of its previous
+     * (shallower) launch whose content checks were clean. E(k) does not
+     * decrease with k, so that is a clean floor for the next depth. */
+    char calib_dir[1700];
+    int auto_cal;
+    double prev_min[SW_MAX];
+} sw_state;
+
+static void save_manifest(sw_state *S) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/sweep.json", S->o->out);
+    ld_write_json(p, S->man, NULL, 0);
+}
+
+static const char *drafter_args(const sweep_opts *o, const char *drafter) {
+    for (int k = 0; k < o->n_dargs; k++) if (!strcmp(o->dargs_name[k], drafter)) return o->dargs_val[k];
+    return "";
+}
+
+/* Starts the arm's server and waits for /health; records the launch in L. */
+static int launch(sw_state *S, const sw_arm *a, const char *logname, proc *s, cJSON *L, double *t_launch) {
+    sweep_opts *o = S->o;
+    char err[2048], cmd[8192], logp[1600];
+    int port;
+    const char *tmpl = a->depth == 0 && o->launch_off ? o->launch_off : o->launch;
+    memset(s, 0, sizeof *s);
+    if (proc_free_port(&port, err, sizeof err) ||
+        proc_expand(tmpl, port, a->depth, a->drafter, drafter_args(o, a->drafter), cmd, sizeof cmd)) {
+        fprintf(stderr, "sweep: %s: cannot prepare the launch command\n", a->label);
+        cJSON_AddStringToObject(L, "error", "cannot prepare the launch command");
+        S->n_fail_launch++;
+        return -1;
+    }
+    cJSON_AddStringToObject(L, "command", cmd);
+    snprintf(logp, sizeof logp, "%s/%s/%s", o->out, a->label, logname);
+    double tl = http_now();
+    *t_launch = tl;
+    if (proc_start(s, cmd, port, logp, err, sizeof err) ||
+        http_wait_health(s->base, o->boot_timeout, proc_alive, s, err, sizeof err)) {
+        fprintf(stderr, "sweep: %s: %s\nsweep: server log tail (%s):\n%s\n", a->label, err, logp, proc_log_tail(s, 1200));
+        cJSON_AddStringToObject(L, "error", err);
+        proc_stop(s);
+        S->n_fail_launch++;
+        save_manifest(S);
+        return -1;
+    }
+    cJSON_AddNumberToObject(L, "boot_s", http_now() - tl);
+    return 0;
+}
+
+/* The canary on a cold launch of arm a (the canary pass). */
+static void canary_arm(sw_state *S, const sw_arm *a, const proc *s, cJSON *L, double t_launch, double t_health) {
+    sweep_opts *o = S->o;
+    char err[2048];
+    int depth = a->depth, dr = a->dr;
+    canary_opts co;
+    canary_opts_default(&co);
+    co.lo = o->lo;
+    co.lo.set_num_prompts = 0;
+    co.lo.set_max_tokens = 0;
+    co.lo.workload = o->workloads[0];
+    co.lo.c.progress = 0;
+    co.duration_s = o->canary_duration;
+    co.n_probe = 8;
+    co.min_drafts = o->min_drafts;
+    co.quiet = 1;
+    co.t_launch = t_launch;
+    co.t_health = t_health;
+    /* The field's 2.0 at depth 5 is "a quarter of the possible gain"; the
+     * same share at depth k is 1 + k/4 (capped at 2.0). After a drafter's
+     * first depth, auto mode calibrates from the previous one. */
+    double thr = fmin(2.0, 1.0 + 0.25 * depth);
+    const char *thr_src = "the field's 2.0 scaled to this depth, min(2, 1 + depth/4)";
+    if (S->auto_cal && depth > 0 && !isnan(S->prev_min[dr]) && S->prev_min[dr] > 1.05) {
+        thr = 1.0 + (S->prev_min[dr] - 1.0) / 2.0;
+        thr_src = "halfway from 1 to the lowest judged interval of this drafter's previous depth";
+    }
+    if (o->canary_threshold >= 0) { thr = o->canary_threshold; thr_src = "--canary-threshold"; }
+    cc_thresholds_default(&co.thr, thr);
+    char explain[4096] = "";
+    if (S->calib_dir[0]) {
+        cc_observed clean;
+        int nr;
+        if (canary_calibrate_dir(S->calib_dir, co.min_drafts, &co.thr, &clean, &nr, explain, sizeof explain, err,
+                                 sizeof err))
+            fprintf(stderr, "sweep: %s: canary calibration: %s (defaults kept)\n", a->label, err);
+        if (o->canary_threshold >= 0 || S->auto_cal || !clean.n_intervals) co.thr.accept_len = thr;
+    }
+    char cdir[1600];
+    snprintf(cdir, sizeof cdir, "%s/%s/canary", o->out, a->label);
+    canary_result cr;
+    const cv_verdict *v = &cr.v;
+    cJSON *C = cJSON_AddObjectToObject(L, "canary");
+    if (canary_live(&co, s->base, cdir, &cr, err, sizeof err)) {
+        fprintf(stderr, "sweep: %s: canary could not run: %s\n", a->label, err);
+        cJSON_AddStringToObject(C, "verdict", "error");
+        cJSON_AddStringToObject(C, "error", err);
+        return;
+    }
+    int baseline = depth == 0 && S->auto_cal;   /* its scores are the clean level, not a verdict */
+    if (baseline)
+        fprintf(stderr, "sweep: %s: canary baseline for the content checks (against the defaults: %s)\n", a->label,
+                cr.summary);
+    else
+        fprintf(stderr, "sweep: %s: canary %s\n", a->label, cr.summary);
+    if (v->failed && !baseline)
+        fprintf(stderr, "sweep: %s: evidence in %s/evidence.txt (a weak drafter can sit at or below the "
+                "accept-length threshold while healthy: see --canary-threshold, --canary-calibrate)\n", a->label, cdir);
+    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : cv_verdict_name(v));
+    if (!isnan(v->first_flag_s)) cJSON_AddNumberToObject(C, "first_flag_s", v->first_flag_s);
+    cJSON_AddNumberToObject(C, "findings", cr.n_findings);
+    cJSON *rs = cJSON_AddArrayToObject(C, "reasons");
+    for (int k = 0; k < v->n_reasons; k++) cJSON_AddItemToArray(rs, cJSON_CreateString(cv_check_name(v->reason[k].check)));
+    if (depth > 0) {   /* no speculation, no interval check */
+        cJSON_AddNumberToObject(C, "threshold", co.thr.accept_len);
+        cJSON_AddStringToObject(C, "threshold_source", thr_src);
+    }
+    cJSON_AddNumberToObject(C, "clean_intervals", v->n_clean);
+    S->n_canary_fail += v->failed && !baseline;
+    if (depth > 0 && !v->content_failed && !isnan(cr.obs.accept_len_min)) S->prev_min[dr] = cr.obs.accept_len_min;
+    if (depth == 0 && S->auto_cal) snprintf(S->calib_dir, sizeof S->calib_dir, "%s", cdir);
+}
+
+/* Prompts per run at concurrency c, with the budget's scale applied. */
+static int prompts_for(const sweep_opts *o, int c, double scale) {
+    int base = o->lo.set_num_prompts ? o->lo.c.num_prompts : (4 * c > 8 ? 4 * c : 8);
+    int floor_ = 2 * c > 4 ? 2 * c : 4;
+    if (floor_ > base) floor_ = base;
+    int n = (int)lround(base * scale);
+    return n < floor_ ? floor_ : n;
+}
+
+/* Warm-up, then every workload × concurrency run of one visit. */
+static void visit_runs(sw_state *S, const sw_arm *a, int rep, double scale, const proc *s) {
+    sweep_opts *o = S->o;
+    char err[2048];
+    int cmax = 1;
+    for (int ci = 0; ci < o->n_conc; ci++) if (o->conc[ci] > cmax) cmax = o->conc[ci];
+    if (o->warmup > 0) {   /* not recorded: first requests pay for cold caches and page faults */
+        ld_config c = o->lo.c;
+        c.url = s->base;
+        c.wl = S->wls[0];
+        c.concurrency = cmax < o->warmup ? cmax : o->warmup;
+        c.num_prompts = o->warmup;
+        c.max_tokens = 16;
+        c.seed = o->lo.c.seed + 1000003u;   /* other prompts than the measured ones */
+        c.progress = 0;
+        c.interval_s = 1e6;
+        ld_result *res;
+        if (ld_run(&c, &res, err, sizeof err)) fprintf(stderr, "sweep: %s: warm-up: %s\n", a->label, err);
+        else ld_result_free(res);
+    }
+    for (int wi = 0; wi < o->n_workloads; wi++)
+        for (int ci = 0; ci < o->n_conc; ci++) {
+            ld_config c = o->lo.c;
+            c.url = s->base;
+            c.wl = S->wls[wi];
+            c.concurrency = o->conc[ci];
+            c.num_prompts = prompts_for(o, c.concurrency, scale);
+            /* The same prompts for every arm within a repeat (paired), other
+             * prompts in the next repeat. */
+            c.seed = o->lo.c.seed + (uint64_t)rep;
+            c.progress = 0;
+            char rdir[1700], rel[600];
+            snprintf(rel, sizeof rel, "%s/%s-c%d-r%d", a->label, S->wls[wi]->name, c.concurrency, rep);
+            snprintf(rdir, sizeof rdir, "%s/%s", o->out, rel);
+            ld_result *res;
+            if (ld_run(&c, &res, err, sizeof err)) {
+                fprintf(stderr, "sweep: %s: %s\n", rel, err);
+                continue;
+            }
+            if (ld_write_outputs(rdir, &c, res, &o->lo.pcts, err, sizeof err)) fprintf(stderr, "sweep: %s: %s\n", rel, err);
+            if (res->n_scrapes_failed)
+                fprintf(stderr, "sweep: %s: %d of %d /metrics scrape(s) failed (first: %s)\n", rel, res->n_scrapes_failed,
+                        res->n_scrapes, res->scrape_error);
+            if (res->spec_depth_ignored) fprintf(stderr, "sweep: %s: WARNING: %s\n", rel, res->note);
+            /* decode / end-to-end throughput and repetition, the report's definitions (stats.h) */
+            int n = res->n_req, m = 0;
+            double *no = calloc((size_t)(n ? n : 1), sizeof *no), *tt = calloc((size_t)(n ? n : 1), sizeof *tt),
+                   *ee = calloc((size_t)(n ? n : 1), sizeof *ee), rsum = 0;
+            int rn = 0;
+            for (int k = 0; no && tt && ee && k < n; k++) {
+                const ld_request *q = &res->req[k];
+                if (!q->ok) continue;
+                no[m] = q->n_out;
+                tt[m] = q->ttft;
+                ee[m++] = q->e2el;
+                double f = st_repeated_ngram_frac(q->text, 4);
+                if (!isnan(f)) { rsum += f; rn++; }
+            }
+            double extra[N_EXTRA_COLS] = {no && tt && ee ? st_decode_tps(c.concurrency, no, tt, ee, NULL, m) : NAN,
+                                          no && ee ? st_e2e_tps(c.concurrency, no, ee, NULL, m) : NAN,
+                                          rn ? rsum / rn : NAN, c.num_prompts, c.temperature, (double)c.seed};
+            free(no);
+            free(tt);
+            free(ee);
+            cJSON *sm = ld_summary_json(&c, res, &o->lo.pcts);
+            write_run_row(S->runs, a->drafter, a->depth, S->wls[wi]->name, c.concurrency, rep, rel, sm, extra);
+            const cJSON *al = cJSON_GetObjectItemCaseSensitive(sm, "spec_decode_acceptance_length");
+            const cJSON *fl = cJSON_GetObjectItemCaseSensitive(sm, "failed");
+            fprintf(stderr, "sweep: %-34s decode %8.1f tok/s  e2e %7.1f  accept len %s%.2f  rep4 %.2f  failed %d\n", rel,
+                    extra[0], extra[1], cJSON_IsNumber(al) ? "" : "n/a ", cJSON_IsNumber(al) ? al->valuedouble : 0.0,
+                    extra[2], cJSON_IsNumber(fl) ? (int)fl->valuedouble : -1);
+            cJSON_Delete(sm);
+            ld_result_free(res);
+            S->n_runs++;
+        }
+}
+
+static void now_str(char *d, size_t n) {
+    time_t now = time(NULL);
+    strftime(d, n, "%Y-%m-%d %H:%M:%S", localtime(&now));
+}
+
+/* --profile-cmd once per drafter (and "none" for depth 0): OUT/cost/<drafter>.json. */
+static int run_profiles(sw_state *S, int has_zero, int has_nonzero) {
+    sweep_opts *o = S->o;
+    char dir[1200], err[1024];
+    snprintf(dir, sizeof dir, "%s/cost", o->out);
+    if (ld_mkdirs(dir, err, sizeof err)) { fprintf(stderr, "sweep: %s\n", err); return -1; }
+    cJSON *ct = cJSON_AddObjectToObject(S->man, "cost_tables");
+    for (int d = -1; d < o->n_drafters; d++) {
+        if ((d < 0 && !has_zero) || (d >= 0 && !has_nonzero)) continue;
+        const char *dr = d < 0 ? "none" : o->drafters[d];
+        char outp[1400], t1[8192], cmd[8192];
+        snprintf(outp, sizeof outp, "%s/%s.json", dir, dr);
+        /* {out} first (proc_expand knows the launch placeholders only) */
+        size_t w = 0;
+        for (const char *t = o->profile_cmd; *t && w + 1 < sizeof t1;) {
+            if (!strncmp(t, "{out}", 5)) { w += (size_t)snprintf(t1 + w, sizeof t1 - w, "%s", outp); t += 5; }
+            else t1[w++] = *t++;
+            if (w >= sizeof t1) w = sizeof t1 - 1;
+        }
+        t1[w] = 0;
+        if (proc_expand(t1, 0, 0, dr, drafter_args(o, dr), cmd, sizeof cmd)) {
+            fprintf(stderr, "sweep: --profile-cmd: command too long\n");
+            return -1;
+        }
+        char full[9700];
+        snprintf(full, sizeof full, "%s >'%s/%s.log' 2>&1", cmd, dir, dr);
+        fprintf(stderr, "sweep: cost table for %s: %s\n", dr, cmd);
+        int st = system(full);
+        if (st != 0) {
+            fprintf(stderr, "sweep: --profile-cmd failed for %s (exit %d; see %s/%s.log); the report falls back to "
+                    "the sweep's own step times\n", dr, st, dir, dr);
+            continue;
+        }
+        char rel[300];
+        snprintf(rel, sizeof rel, "cost/%s.json", dr);
+        cJSON_AddStringToObject(ct, dr, rel);
+    }
+    save_manifest(S);
+    return 0;
+}
+
 static int run_sweep(sweep_opts *o) {
     char err[2048], p[4200];
+    sw_state S;
+    memset(&S, 0, sizeof S);
+    S.o = o;
     if (ld_mkdirs(o->out, err, sizeof err)) { fprintf(stderr, "sweep: %s\n", err); return 2; }
     /* Every workload must load before any server starts. */
-    workload *wls[SW_MAX] = {0};
     for (int i = 0; i < o->n_workloads; i++)
-        if (workload_load(&wls[i], o->workloads[i], err, sizeof err)) {
+        if (workload_load(&S.wls[i], o->workloads[i], err, sizeof err)) {
             fprintf(stderr, "sweep: %s\n", err);
-            for (int k = 0; k < i; k++) workload_free(wls[k]);
+            for (int k = 0; k < i; k++) workload_free(S.wls[k]);
             return 2;
         }
     snprintf(p, sizeof p, "%s/runs.csv", o->out);
-    FILE *runs = fopen(p, "w");
-    if (!runs) { fprintf(stderr, "sweep: %s: %s\n", p, strerror(errno)); return 2; }
-    write_run_header(runs);
-    cJSON *man = manifest(o);
-    cJSON *launches = cJSON_GetObjectItemCaseSensitive(man, "launches");
-    snprintf(p, sizeof p, "%s/sweep.json", o->out);
-    ld_write_json(p, man, NULL, 0);
+    S.runs = fopen(p, "w");
+    if (!S.runs) { fprintf(stderr, "sweep: %s: %s\n", p, strerror(errno)); return 2; }
+    write_run_header(S.runs);
+    S.man = manifest(o);
+    S.launches = cJSON_GetObjectItemCaseSensitive(S.man, "launches");
+    save_manifest(&S);
     proc_guard_signals();
-    char calib_dir[1700] = "";
-    int auto_cal = o->canary_calibrate && !strcmp(o->canary_calibrate, "auto");
+    S.auto_cal = o->canary_calibrate && !strcmp(o->canary_calibrate, "auto");
     if (o->canary_calibrate && strcmp(o->canary_calibrate, "auto") && strcmp(o->canary_calibrate, "none"))
-        snprintf(calib_dir, sizeof calib_dir, "%s", o->canary_calibrate);
-    int n_fail_launch = 0, n_canary_fail = 0, n_runs = 0;
-    /* Per drafter: the lowest judged-interval accept length of its previous
-     * (shallower) launch whose content checks were clean. E(k) does not
-     * decrease with k, so that is a clean floor for the next depth. */
-    double prev_min[SW_MAX];
-    for (int k = 0; k < SW_MAX; k++) prev_min[k] = NAN;
-    double t0 = http_now();
-    int n_launch = 0;
-    for (int di = 0; di < o->n_depths; di++) n_launch += o->depths[di] == 0 ? 1 : o->n_drafters;
-    int li = 0;
+        snprintf(S.calib_dir, sizeof S.calib_dir, "%s", o->canary_calibrate);
+    for (int k = 0; k < SW_MAX; k++) S.prev_min[k] = NAN;
+    S.t0 = http_now();
+
+    /* The arms, in depth order (the canary pass's order). */
+    sw_arm arms[SW_MAX * SW_MAX];
+    int n_arms = 0, has_zero = 0, has_nonzero = 0;
     for (int di = 0; di < o->n_depths; di++) {
         int depth = o->depths[di];
+        has_zero |= depth == 0;
+        has_nonzero |= depth > 0;
         for (int dr = 0; dr < (depth == 0 ? 1 : o->n_drafters); dr++) {
-            const char *drafter = depth == 0 ? "none" : o->drafters[dr];
-            li++;
-            char label[256], dir[1500];
-            snprintf(label, sizeof label, "%s-d%d", drafter, depth);
-            snprintf(dir, sizeof dir, "%s/%s", o->out, label);
-            if (ld_mkdirs(dir, err, sizeof err)) { fprintf(stderr, "sweep: %s\n", err); continue; }
-            cJSON *L = cJSON_CreateObject();
-            cJSON_AddItemToArray(launches, L);
-            cJSON_AddStringToObject(L, "drafter", drafter);
-            cJSON_AddNumberToObject(L, "depth", depth);
-            cJSON_AddStringToObject(L, "dir", label);
-            int port;
-            char cmd[8192], logp[1600];
-            const char *tmpl = depth == 0 && o->launch_off ? o->launch_off : o->launch;
-            proc s = {0};
-            const char *dargs = "";
-            for (int k = 0; k < o->n_dargs; k++) if (!strcmp(o->dargs_name[k], drafter)) dargs = o->dargs_val[k];
-            if (proc_free_port(&port, err, sizeof err) ||
-                proc_expand(tmpl, port, depth, drafter, dargs, cmd, sizeof cmd)) {
-                fprintf(stderr, "sweep: %s: cannot prepare the launch command\n", label);
-                cJSON_AddStringToObject(L, "error", "cannot prepare the launch command");
-                n_fail_launch++;
-                continue;
-            }
-            cJSON_AddStringToObject(L, "command", cmd);
-            snprintf(logp, sizeof logp, "%s/server.log", dir);
-            fprintf(stderr, "sweep: [%d/%d] %s: %s\n", li, n_launch, label, cmd);
-            double tl = http_now();
-            if (proc_start(&s, cmd, port, logp, err, sizeof err) ||
-                http_wait_health(s.base, o->boot_timeout, proc_alive, &s, err, sizeof err)) {
-                fprintf(stderr, "sweep: %s: %s\nsweep: server log tail (%s):\n%s\n", label, err, logp, proc_log_tail(&s, 1200));
-                cJSON_AddStringToObject(L, "error", err);
-                proc_stop(&s);
-                n_fail_launch++;
-                snprintf(p, sizeof p, "%s/sweep.json", o->out);
-                ld_write_json(p, man, NULL, 0);
-                continue;
-            }
-            cJSON_AddNumberToObject(L, "boot_s", http_now() - tl);
-            int content_clean = !o->canary;   /* without a canary nothing vouches for this launch */
-            double run_min = NAN;
-            if (o->canary) {
-                canary_opts co;
-                canary_opts_default(&co);
-                co.lo = o->lo;
-                co.lo.set_num_prompts = 0;
-                co.lo.set_max_tokens = 0;
-                co.lo.workload = o->workloads[0];
-                co.lo.c.progress = 0;
-                co.duration_s = o->canary_duration;
-                co.n_probe = 8;
-                co.min_drafts = o->min_drafts;
-                co.quiet = 1;
-                /* The field's 2.0 at depth 5 is "a quarter of the possible gain";
-                 * the same share at depth k is 1 + k/4 (capped at 2.0). After a
-                 * drafter's first depth, auto mode calibrates from the previous one. */
-                double thr = fmin(2.0, 1.0 + 0.25 * depth);
-                const char *thr_src = "the field's 2.0 scaled to this depth, min(2, 1 + depth/4)";
-                if (auto_cal && !isnan(prev_min[dr]) && prev_min[dr] > 1.05) {
-                    thr = 1.0 + (prev_min[dr] - 1.0) / 2.0;
-                    thr_src = "halfway from 1 to the lowest judged interval of this drafter's previous depth";
-                }
-                if (o->canary_threshold >= 0) { thr = o->canary_threshold; thr_src = "--canary-threshold"; }
-                cc_thresholds_default(&co.thr, thr);
-                char explain[4096] = "";
-                if (calib_dir[0]) {
-                    cc_observed clean;
-                    int nr;
-                    if (canary_calibrate_dir(calib_dir, co.min_drafts, &co.thr, &clean, &nr, explain, sizeof explain,
-                                             err, sizeof err))
-                        fprintf(stderr, "sweep: %s: canary calibration: %s (defaults kept)\n", label, err);
-                    if (o->canary_threshold >= 0 || auto_cal || !clean.n_intervals) co.thr.accept_len = thr;
-                }
-                char cdir[1600];
-                snprintf(cdir, sizeof cdir, "%s/canary", dir);
-                canary_result cr;
-                const cv_verdict *v = &cr.v;
-                cJSON *C = cJSON_AddObjectToObject(L, "canary");
-                if (canary_live(&co, s.base, cdir, &cr, err, sizeof err)) {
-                    fprintf(stderr, "sweep: %s: canary could not run: %s\n", label, err);
-                    cJSON_AddStringToObject(C, "verdict", "error");
-                    cJSON_AddStringToObject(C, "error", err);
-                } else {
-                    int baseline = depth == 0 && auto_cal;   /* its scores are the clean level, not a verdict */
-                    if (baseline)
-                        fprintf(stderr, "sweep: %s: canary baseline for the content checks (against the defaults: %s)\n",
-                                label, cr.summary);
-                    else
-                        fprintf(stderr, "sweep: %s: canary %s\n", label, cr.summary);
-                    if (v->failed && !baseline)
-                        fprintf(stderr, "sweep: %s: evidence in %s/evidence.txt (a weak drafter can sit at or below the "
-                                "accept-length threshold while healthy: see --canary-threshold, --canary-calibrate)\n",
-                                label, cdir);
-                    cJSON_AddStringToObject(C, "verdict", baseline ? "baseline" : cv_verdict_name(v));
-                    if (!isnan(v->first_flag_s)) cJSON_AddNumberToObject(C, "first_flag_s", v->first_flag_s);
-                    cJSON_AddNumberToObject(C, "findings", cr.n_findings);
-                    cJSON *rs = cJSON_AddArrayToObject(C, "reasons");
-                    for (int k = 0; k < v->n_reasons; k++)
-                        cJSON_AddItemToArray(rs, cJSON_CreateString(cv_check_name(v->reason[k].check)));
-                    if (depth > 0) {   /* no speculation, no interval check */
-                        cJSON_AddNumberToObject(C, "threshold", co.thr.accept_len);
-                        cJSON_AddStringToObject(C, "threshold_source", thr_src);
-                    }
-                    content_clean = !v->content_failed;
-                    run_min = cr.obs.accept_len_min;
-                    cJSON_AddNumberToObject(C, "clean_intervals", v->n_clean);
-                    n_canary_fail += v->failed && !baseline;
-                    if (depth == 0 && o->canary_calibrate && !strcmp(o->canary_calibrate, "auto"))
-                        snprintf(calib_dir, sizeof calib_dir, "%s", cdir);
-                }
-            }
-            for (int wi = 0; wi < o->n_workloads; wi++)
-                for (int ci = 0; ci < o->n_conc; ci++)
-                    for (int rep = 0; rep < o->repeats; rep++) {
-                        ld_config c = o->lo.c;
-                        c.url = s.base;
-                        c.wl = wls[wi];
-                        c.concurrency = o->conc[ci];
-                        c.num_prompts = o->lo.set_num_prompts ? o->lo.c.num_prompts : (4 * c.concurrency > 8 ? 4 * c.concurrency : 8);
-                        c.seed = o->lo.c.seed + (uint64_t)rep;
-                        c.progress = 0;
-                        char rdir[1700], rel[600];
-                        snprintf(rel, sizeof rel, "%s/%s-c%d-r%d", label, wls[wi]->name, c.concurrency, rep);
-                        snprintf(rdir, sizeof rdir, "%s/%s", o->out, rel);
-                        ld_result *res;
-                        if (ld_run(&c, &res, err, sizeof err)) {
-                            fprintf(stderr, "sweep: %s: %s\n", rel, err);
-                            continue;
-                        }
-                        if (ld_write_outputs(rdir, &c, res, &o->lo.pcts, err, sizeof err))
-                            fprintf(stderr, "sweep: %s: %s\n", rel, err);
-                        if (res->n_scrapes_failed)
-                            fprintf(stderr, "sweep: %s: %d of %d /metrics scrape(s) failed (first: %s)\n", rel,
-                                    res->n_scrapes_failed, res->n_scrapes, res->scrape_error);
-                        if (res->spec_depth_ignored)
-                            fprintf(stderr, "sweep: %s: WARNING: %s\n", rel, res->note);
-                        for (int k = 0; k < res->n_iv; k++)
-                            if (cv_interval_judged(&res->iv[k], o->min_drafts) && !(res->iv[k].accept_len >= run_min))
-                                run_min = res->iv[k].accept_len;
-                        cJSON *sm = ld_summary_json(&c, res, &o->lo.pcts);
-                        write_run_row(runs, drafter, depth, wls[wi]->name, c.concurrency, rep, rel, sm);
-                        const cJSON *ot = cJSON_GetObjectItemCaseSensitive(sm, "output_throughput");
-                        const cJSON *al = cJSON_GetObjectItemCaseSensitive(sm, "spec_decode_acceptance_length");
-                        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(sm, "failed");
-                        fprintf(stderr, "sweep: %-40s %8.1f tok/s  accept len %s%.2f  failed %d\n", rel,
-                                cJSON_IsNumber(ot) ? ot->valuedouble : NAN, cJSON_IsNumber(al) ? "" : "n/a ",
-                                cJSON_IsNumber(al) ? al->valuedouble : 0.0, cJSON_IsNumber(fl) ? (int)fl->valuedouble : -1);
-                        cJSON_Delete(sm);
-                        ld_result_free(res);
-                        n_runs++;
-                    }
-            proc_stop(&s);
-            cJSON_AddNumberToObject(L, "server_exit", s.exit_status);
-            if (depth > 0 && content_clean && !isnan(run_min)) prev_min[dr] = run_min;
-            snprintf(p, sizeof p, "%s/sweep.json", o->out);
-            ld_write_json(p, man, NULL, 0);
+            sw_arm *a = &arms[n_arms++];
+            a->dr = dr;
+            a->depth = depth;
+            a->drafter = depth == 0 ? "none" : o->drafters[dr];
+            snprintf(a->label, sizeof a->label, "%s-d%d", a->drafter, depth);
+            snprintf(p, sizeof p, "%s/%s", o->out, a->label);
+            if (ld_mkdirs(p, err, sizeof err)) { fprintf(stderr, "sweep: %s\n", err); n_arms--; }
         }
     }
-    fclose(runs);
+    if (o->profile_cmd && run_profiles(&S, has_zero, has_nonzero)) {
+        fclose(S.runs);
+        cJSON_Delete(S.man);
+        for (int i = 0; i < o->n_workloads; i++) workload_free(S.wls[i]);
+        return 2;
+    }
+
+    /* 2. the canary pass, in depth order */
+    if (o->canary)
+        for (int ai = 0; ai < n_arms; ai++) {
+            const sw_arm *a = &arms[ai];
+            cJSON *L = cJSON_CreateObject();
+            cJSON_AddItemToArray(S.launches, L);
+            cJSON_AddStringToObject(L, "drafter", a->drafter);
+            cJSON_AddNumberToObject(L, "depth", a->depth);
+            cJSON_AddStringToObject(L, "dir", a->label);
+            cJSON_AddStringToObject(L, "pass", "canary");
+            fprintf(stderr, "sweep: canary pass [%d/%d] %s (elapsed %.0f s)\n", ai + 1, n_arms, a->label, http_now() - S.t0);
+            proc s;
+            double tl;
+            if (launch(&S, a, "server-canary.log", &s, L, &tl)) continue;
+            canary_arm(&S, a, &s, L, tl, http_now());
+            proc_stop(&s);
+            cJSON_AddNumberToObject(L, "server_exit", s.exit_status);
+            save_manifest(&S);
+        }
+    double t_canary = http_now() - S.t0;
+
+    /* 3. repeats, each in its own shuffled order */
+    cJSON *orders = cJSON_AddArrayToObject(S.man, "orders");
+    cJSON *budget = o->budget_s > 0 ? cJSON_AddObjectToObject(S.man, "budget") : NULL;
+    cJSON *gave_up = budget ? cJSON_AddArrayToObject(budget, "gave_up") : NULL;
+    int R = o->repeats, done_reps = 0;
+    double scale = 1.0, lowest_scale = 1.0;   /* prompts per run relative to the requested */
+    double fixed_sum = 0, var_sum = 0;  /* per visit: launch + warm-up, and the runs (at scale 1) */
+    int n_visits = 0;
+    for (int rep = 0; rep < R; rep++) {
+        if (budget && rep > 0 && n_visits) {
+            /* re-plan: what the remaining repeats need at the current scale */
+            double fixed = fixed_sum / n_visits, var = var_sum / n_visits, left = o->budget_s - (http_now() - S.t0);
+            double need = (R - rep) * n_arms * (fixed + var * scale);
+            if (need > left) {
+                double s2 = (left / ((R - rep) * n_arms) - fixed) / var;
+                s2 = floor(s2 * 20) / 20;   /* steps of 5%, so the message matches what runs */
+                double smin = 0;   /* the floor: every run at its minimum prompts */
+                for (int ci = 0; ci < o->n_conc; ci++) {
+                    double base = prompts_for(o, o->conc[ci], 1.0), fl = prompts_for(o, o->conc[ci], 0.0);
+                    if (fl / base > smin) smin = fl / base;
+                }
+                char msg[512];
+                if (s2 >= smin) {
+                    snprintf(msg, sizeof msg, "repeats %d-%d: prompts per run cut to %.0f%% of the requested to fit "
+                             "--budget %.0f s", rep, R - 1, 100 * s2, o->budget_s);
+                    scale = fmin(scale, s2);
+                    lowest_scale = fmin(lowest_scale, scale);
+                } else {
+                    int fit = (int)floor(left / (n_arms * (fixed + var * smin)));
+                    scale = lowest_scale = smin;
+                    if (fit < 1) fit = 0;
+                    snprintf(msg, sizeof msg, "repeats %d-%d dropped%s (%.0f s left of --budget %.0f s, a repeat takes "
+                             "~%.0f s at the fewest prompts)", rep + fit, R - 1, fit ? ", prompts cut to the minimum" : "",
+                             left, o->budget_s, n_arms * (fixed + var * smin));
+                    R = rep + fit;
+                }
+                fprintf(stderr, "sweep: budget: %s\n", msg);
+                cJSON_AddItemToArray(gave_up, cJSON_CreateString(msg));
+                save_manifest(&S);
+                if (rep >= R) break;
+            }
+        }
+        int order[SW_MAX * SW_MAX];
+        st_arm_order(o->order_seed, rep, n_arms, order);
+        cJSON *oj = cJSON_CreateArray();
+        for (int k = 0; k < n_arms; k++) cJSON_AddItemToArray(oj, cJSON_CreateString(arms[order[k]].label));
+        cJSON_AddItemToArray(orders, oj);
+        int stopped = 0;
+        for (int k = 0; k < n_arms; k++) {
+            const sw_arm *a = &arms[order[k]];
+            double tv = http_now();
+            if (budget && n_visits && tv - S.t0 + fixed_sum / n_visits + var_sum / n_visits * scale > 1.05 * o->budget_s) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "repeat %d stopped after %d of %d arms: --budget %.0f s spent", rep, k, n_arms,
+                         o->budget_s);
+                fprintf(stderr, "sweep: budget: %s\n", msg);
+                cJSON_AddItemToArray(gave_up, cJSON_CreateString(msg));
+                stopped = 1;
+                break;
+            }
+            cJSON *L = cJSON_CreateObject();
+            cJSON_AddItemToArray(S.launches, L);
+            cJSON_AddStringToObject(L, "drafter", a->drafter);
+            cJSON_AddNumberToObject(L, "depth", a->depth);
+            cJSON_AddStringToObject(L, "dir", a->label);
+            cJSON_AddNumberToObject(L, "repeat", rep);
+            char logname[64];
+            snprintf(logname, sizeof logname, "server-r%d.log", rep);
+            proc s;
+            double tl;
+            if (launch(&S, a, logname, &s, L, &tl)) continue;
+            double tr = http_now();
+            visit_runs(&S, a, rep, scale, &s);
+            double te = http_now();
+            proc_stop(&s);
+            cJSON_AddNumberToObject(L, "server_exit", s.exit_status);
+            save_manifest(&S);
+            /* the warm-up is inside visit_runs; charge it to the fixed part by its share of requests */
+            fixed_sum += tr - tv;
+            var_sum += (te - tr) / scale;
+            n_visits++;
+            if (budget) {
+                /* re-plan within the repeat too: the rest of this repeat and the
+                 * remaining ones at one scale (a run with fewer prompts holds a
+                 * prefix of the others' prompts, so arms stay paired) */
+                double fixed = fixed_sum / n_visits, var = var_sum / n_visits, left = o->budget_s - (http_now() - S.t0);
+                int vis = (R - rep - 1) * n_arms + (n_arms - k - 1);
+                double smin = 0;
+                for (int ci = 0; ci < o->n_conc; ci++) {
+                    double base = prompts_for(o, o->conc[ci], 1.0), fl = prompts_for(o, o->conc[ci], 0.0);
+                    if (fl / base > smin) smin = fl / base;
+                }
+                /* not before 3 visits (one slow arm is not the average), and back up
+                 * (never past the requested) when the sweep runs ahead of the plan */
+                if (vis > 0 && n_visits >= 3) {
+                    double s2 = floor((left / vis - fixed) / var * 20) / 20;
+                    s2 = s2 < smin ? smin : s2 > 1 ? 1 : s2;
+                    if (s2 < lowest_scale - 0.049) {
+                        char msg[300];
+                        snprintf(msg, sizeof msg, "from repeat %d arm %d on: prompts per run cut to %.0f%% of the "
+                                 "requested to fit --budget %.0f s", rep, k + 2, 100 * s2, o->budget_s);
+                        fprintf(stderr, "sweep: budget: %s\n", msg);
+                        cJSON_AddItemToArray(gave_up, cJSON_CreateString(msg));
+                        lowest_scale = s2;
+                    }
+                    scale = s2;
+                }
+            }
+            int left_visits = (R - rep - 1) * n_arms + (n_arms - k - 1);
+            double eta = left_visits * (fixed_sum / n_visits + var_sum / n_visits * scale);
+            fprintf(stderr, "sweep: repeat %d/%d, arm %d/%d (%s) done: elapsed %.0f s, about %.0f s left\n", rep + 1, R,
+                    k + 1, n_arms, a->label, http_now() - S.t0, eta);
+        }
+        if (stopped) break;
+        done_reps++;
+    }
+    fclose(S.runs);
     char d[32];
-    time_t now = time(NULL);
-    strftime(d, sizeof d, "%Y-%m-%d %H:%M:%S", localtime(&now));
-    cJSON_AddStringToObject(man, "finished", d);
-    cJSON_AddNumberToObject(man, "wall_s", http_now() - t0);
-    snprintf(p, sizeof p, "%s/sweep.json", o->out);
-    ld_write_json(p, man, NULL, 0);
-    cJSON_Delete(man);
-    for (int i = 0; i < o->n_workloads; i++) workload_free(wls[i]);
-    fprintf(stderr, "sweep: %d run(s) in %.0f s; %d launch(es) failed; %d canary failure(s); results in %s\n", n_runs,
-            http_now() - t0, n_fail_launch, n_canary_fail, o->out);
+    now_str(d, sizeof d);
+    cJSON_AddStringToObject(S.man, "finished", d);
+    cJSON_AddNumberToObject(S.man, "wall_s", http_now() - S.t0);
+    cJSON_AddNumberToObject(S.man, "canary_pass_s", t_canary);
+    cJSON_AddNumberToObject(S.man, "repeats_completed", done_reps);
+    cJSON_AddNumberToObject(S.man, "prompt_scale_final", scale);
+    cJSON_AddNumberToObject(S.man, "prompt_scale_lowest", lowest_scale);
+    char la[128];
+    if (!loadavg(la, sizeof la)) cJSON_AddStringToObject(S.man, "loadavg_end", la);
+    save_manifest(&S);
+    cJSON_Delete(S.man);
+    for (int i = 0; i < o->n_workloads; i++) workload_free(S.wls[i]);
+    fprintf(stderr, "sweep: %d run(s), %d complete repeat(s) in %.0f s; %d launch(es) failed; %d canary failure(s); "
+            "results in %s\n", S.n_runs, done_reps, http_now() - S.t0, S.n_fail_launch, S.n_canary_fail, o->out);
     fprintf(stderr, "sweep: next: specbed report %s\n", o->out);
-    return n_runs ? (n_fail_launch ? 1 : 0) : 1;
+    return S.n_runs ? (S.n_fail_launch ? 1 : 0) : 1;
 }
 
 int cmd_sweep(int argc, char **argv) {
     sweep_opts o;
     memset(&o, 0, sizeof o);
     load_cli_defaults(&o.lo);
-    o.repeats = 1;
+    o.repeats = 3;
+    o.order_seed = 1;
+    o.warmup = -1;
     o.canary = 1;
     o.canary_duration = 10;
     o.canary_threshold = -1;
@@ -445,6 +768,10 @@ int cmd_sweep(int argc, char **argv) {
             o.dargs_val[o.n_dargs++] = eq + 1;
         }
         else if (!strcmp(a, "--repeats")) { VAL(); if (opt_int("sweep", a, v, 1, 1000, &o.repeats)) return 2; }
+        else if (!strcmp(a, "--order-seed")) { VAL(); double x; if (opt_double("sweep", a, v, 0, 9007199254740992.0, &x)) return 2; o.order_seed = (uint64_t)x; }
+        else if (!strcmp(a, "--warmup")) { VAL(); if (opt_int("sweep", a, v, 0, 100000, &o.warmup)) return 2; }
+        else if (!strcmp(a, "--budget")) { VAL(); if (opt_double("sweep", a, v, 1, 1e7, &o.budget_s)) return 2; }
+        else if (!strcmp(a, "--profile-cmd")) { VAL(); o.profile_cmd = v; }
         else if (!strcmp(a, "--no-canary")) o.canary = 0;
         else if (!strcmp(a, "--canary-duration")) { VAL(); if (opt_double("sweep", a, v, 1, 86400, &o.canary_duration)) return 2; }
         else if (!strcmp(a, "--canary-threshold")) { VAL(); if (opt_double("sweep", a, v, 0, 1000, &o.canary_threshold)) return 2; }
@@ -480,6 +807,14 @@ int cmd_sweep(int argc, char **argv) {
         return 2;
     }
     if (!o.n_drafters) { o.drafters[0] = "default"; o.n_drafters = 1; o.dbuf[0] = 0; }
+    if (o.warmup < 0) {
+        o.warmup = 2;
+        for (int i = 0; i < o.n_conc; i++) if (o.conc[i] > o.warmup) o.warmup = o.conc[i];
+    }
+    if (o.profile_cmd && o.cost_table) {
+        fprintf(stderr, "sweep: give --profile-cmd or --cost-table, not both\n");
+        return 2;
+    }
     /* Depth 0 first: its canary calibrates the others (auto) and it is the baseline. */
     for (int i = 1; i < o.n_depths; i++)
         for (int j = i; j > 0 && o.depths[j] < o.depths[j - 1]; j--) { int t = o.depths[j]; o.depths[j] = o.depths[j - 1]; o.depths[j - 1] = t; }

@@ -7,7 +7,8 @@
 # accept len; bench/metrics_sglang.c reads such a line as accept length NaN,
 # which the verdict does not judge (bench/canary_verdict.h).
 #   1. a spec-off server: `specbed canary --sglang-log` on its log flags
-#      nothing, judges nothing, exits 0;
+#      nothing, judges nothing, and says so: "not judged: the SGLang log
+#      gives no accept length", verdict inconclusive, exit 3 (no silent pass);
 #   2. a weak drafter (the untied fixture drafting for the tied one: accept
 #      length near 1) with spec-off ("spec_depth": 0) requests alone, then
 #      spec-on alone, then both at once: every flagged line is a line with an
@@ -74,7 +75,9 @@ A="$WORK/off.log"
 [ "$(n_lines "$A")" -gt 0 ] || fail "spec-off server logged no Decode batch line: $(tail -3 "$A")"
 [ "$(n_nospec "$A")" = "$(n_lines "$A")" ] || fail "a spec-off server's line has an accept length: $(grep -m1 'accept len' "$A")"
 scan "$A" "$WORK/off_scan.txt"
-[ "$RC" = 0 ] || fail "scan of the spec-off log exited $RC (want 0): $(cat "$WORK/off_scan.txt")"
+[ "$RC" = 3 ] || fail "scan of the spec-off log exited $RC (want 3, inconclusive): $(cat "$WORK/off_scan.txt")"
+grep -q "^canary: INCONCLUSIVE: accept length: not judged: the SGLang log gives no accept length" "$WORK/off_scan.txt" \
+    || fail "spec-off scan did not say why it judged nothing: $(cat "$WORK/off_scan.txt")"
 grep -q "^canary: 0 of $(n_lines "$A") interval(s) at or below accept length 2.000; 0 judged" "$WORK/off_scan.txt" \
     || fail "spec-off scan: $(cat "$WORK/off_scan.txt")"
 grep -q "^line " "$WORK/off_scan.txt" && fail "spec-off scan flagged a line: $(cat "$WORK/off_scan.txt")"

@@ -220,6 +220,90 @@ static void test_sglang_gauges(void) {
     free(t);
 }
 
+/* Per-rank series are read per rank, never summed into one accept length:
+ * SGLang's DP gauges (the mean, not the sum, is the row's own value; each
+ * rank keeps its own), vLLM's per-engine counters (pooled for the row,
+ * each engine's own 1 + accepted ÷ drafts kept), an SGLang log line's rank
+ * prefix, the rank key, and the interval CSV round trip of the ranks. */
+static void test_ranks(void) {
+    char k[64];
+    CHECK(prom_rank_key("dp_rank=\"1\",engine_type=\"unified\",model_name=\"glm\",pp_rank=\"0\",tp_rank=\"0\"", k, sizeof k) == 3 &&
+          !strcmp(k, "dp_rank=\"1\",pp_rank=\"0\",tp_rank=\"0\""));
+    CHECK(prom_rank_key("engine=\"0\",model_name=\"Qwen/Qwen3-8B\",position=\"2\"", k, sizeof k) == 1 && !strcmp(k, "engine=\"0\""));
+    CHECK(prom_rank_key("model_name=\"x\"", k, sizeof k) == 0 && !k[0]);
+    /* SGLang, two DP ranks */
+    char *t = fixture("sglang_dp2.txt");
+    msnap s;
+    CHECK(t && !msnap_parse(MSRC_SGLANG, t, &s, NULL, 0));
+    CHECK(NEAR(s.g_accept_len, (3.30 + 1.40) / 2) && s.n_ranks == 2);
+    iv_row r;
+    msnap_interval(MSRC_SGLANG, &s, &s, 0, 5, &r);
+    CHECK(NEAR(r.accept_len, 2.35) && NEAR(r.accept_rate, 0.38) && r.n_ranks == 2);
+    if (r.n_ranks == 2) {
+        CHECK(strstr(r.rank[0].label, "dp_rank=\"0\"") && NEAR(r.rank[0].accept_len, 3.30) && NEAR(r.rank[0].running, 12));
+        CHECK(strstr(r.rank[1].label, "dp_rank=\"1\"") && NEAR(r.rank[1].accept_len, 1.40) && isnan(r.rank[1].drafts));
+    }
+    free(t);
+    /* the single-rank fixture: one rank, the same value */
+    t = fixture("sglang_metrics.txt");
+    CHECK(t && !msnap_parse(MSRC_SGLANG, t, &s, NULL, 0) && s.n_ranks == 1);
+    free(t);
+    /* vLLM, two engines: engine 0 1 + 180/100 = 2.8, engine 1 1 + 100/100 = 2.0, pooled 1 + 280/200 = 2.4 */
+    msnap a, b;
+    snaps(MSRC_VLLM, "vllm_a.txt", "vllm_b.txt", &a, &b);
+    msnap_interval(MSRC_VLLM, &a, &b, 0, 5, &r);
+    CHECK(NEAR(r.accept_len, 2.4) && r.n_ranks == 2);
+    if (r.n_ranks == 2) {
+        CHECK(!strcmp(r.rank[0].label, "engine=\"0\"") && NEAR(r.rank[0].accept_len, 2.8) && NEAR(r.rank[0].drafts, 100) &&
+              NEAR(r.rank[0].running, 4));
+        CHECK(!strcmp(r.rank[1].label, "engine=\"1\"") && NEAR(r.rank[1].accept_len, 2.0) && NEAR(r.rank[1].drafts, 100) &&
+              NEAR(r.rank[1].running, 2));
+    }
+    /* specbed has no ranks */
+    snaps(MSRC_SPECBED, "specbed_a.txt", "specbed_b.txt", &a, &b);
+    msnap_interval(MSRC_SPECBED, &a, &b, 0, 5, &r);
+    CHECK(r.n_ranks == 0);
+    /* an SGLang line names its scheduler */
+    sgl_line L;
+    CHECK(sgl_parse_line("[2026-07-04 05:01:38 DP1 TP0 EP0] Decode batch, #running-req: 5, accept len: 1.20, gen throughput "
+                         "(token/s): 4.0", &L) && !strcmp(L.rank, "DP1 TP0 EP0"));
+    CHECK(sgl_parse_line("[2026-07-04 05:01:38 TP3] Decode batch, #running-req: 5, gen throughput (token/s): 4.0", &L) &&
+          !strcmp(L.rank, "TP3"));
+    CHECK(sgl_parse_line("INFO 11-29 18:00:08 [scheduler.py:1203] Decode batch, #running-req: 4, gen throughput "
+                         "(token/s): 1.0", &L) && !L.rank[0]);
+    /* the CSV keeps the ranks, so that an offline scan judges them too */
+    iv_row in[2];
+    iv_row_clear(&in[0]);
+    iv_row_clear(&in[1]);
+    in[0].t_end = 2;
+    in[0].accept_len = 2.4;
+    in[0].n_ranks = 2;
+    snprintf(in[0].rank[0].label, IV_RANK_LABEL, "engine=\"0\"");
+    in[0].rank[0] = (iv_rank){"engine=\"0\"", 2.8, 100, 4};
+    in[0].rank[1] = (iv_rank){"dp|1;x", 2.0, NAN, 2};
+    in[1].t_end = 4;
+    in[1].accept_len = 3;
+    char path[] = "/tmp/specbed_ivr_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    char err[256];
+    CHECK(!iv_csv_write(path, in, 2, err, sizeof err));
+    iv_row *out;
+    int n;
+    CHECKF(!iv_csv_read(path, &out, &n, err, sizeof err), "%s", err);
+    CHECK(n == 2);
+    if (n == 2) {
+        CHECK(out[0].n_ranks == 2 && out[1].n_ranks == 0);
+        CHECK(!strcmp(out[0].rank[0].label, "engine=\"0\"") && NEAR(out[0].rank[0].accept_len, 2.8) &&
+              NEAR(out[0].rank[0].drafts, 100) && NEAR(out[0].rank[0].running, 4));
+        CHECK(!strcmp(out[0].rank[1].label, "dp_1_x") && NEAR(out[0].rank[1].accept_len, 2.0) && isnan(out[0].rank[1].drafts));
+        free(out);
+    }
+    unlink(path);
+}
+
 static void test_sglang_lines(void) {
     sgl_line L;
     CHECK(sgl_parse_line("[2025-02-27 04:37:31 TP0] Decode batch. #running-req: 8, #token: 68044, token usage: 0.14, "
@@ -474,6 +558,7 @@ int main(void) {
     test_pos_never_drafted();
     test_specbed_interval();
     test_sglang_gauges();
+    test_ranks();
     test_sglang_lines();
     test_sglang_tail();
     test_sglang_prefixes();

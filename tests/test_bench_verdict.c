@@ -3,8 +3,9 @@
  * its own: which intervals are judged (loaded, an accept length, enough
  * verify steps), the ≤-threshold rule, content items of both kinds (share
  * and max checks), reasons with their counts, the fail-fast rule, the
- * inconclusive verdict (a check asked for but not made), and the
- * observations the same input yields. */
+ * inconclusive verdict (a check asked for but not made, an interval check
+ * that judged nothing), ranks judged one by one, the context-free check,
+ * and the observations the same input yields. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,6 +119,108 @@ static void test_no_accept_len_not_judged(void) {
     cv_input only = {.iv = &lg, .n_iv = 1, .min_drafts = 0};
     cv_judge(&only, &t, &v);
     CHECK(!v.failed && v.n_judged == 0 && isnan(v.accept_len_min));
+    /* … and judging nothing is no pass: the interval check was not made */
+    CHECK(v.inconclusive && v.not_made == 1u << CV_ACCEPT_LEN);
+}
+
+/* No silent pass: an interval check (threshold > 0) that judged no interval
+ * is a check not made — inconclusive, with the reason in words — unless a
+ * content check failed; --threshold 0 (check off) is a plain pass. */
+static void test_nothing_judged_inconclusive(void) {
+    iv_row none[3] = {live(2, NAN, NAN, 8), live(4, NAN, 0, 8), live(6, NAN, NAN, 2)};
+    cv_item ok[2] = {{CV_SPEC_MISMATCH, 0, 1.0, 0}, {CV_BAD_CHARS, 0, 1.0, 0}};
+    cc_thresholds t;
+    cc_thresholds_default(&t, 2.0);
+    cv_input in = {.iv = none, .n_iv = 3, .min_drafts = CV_MIN_DRAFTS_DEFAULT, .items = ok, .n_items = 2};
+    cv_verdict v;
+    cv_judge(&in, &t, &v);
+    CHECK(!v.failed && v.inconclusive && (v.not_made >> CV_ACCEPT_LEN & 1) && !strcmp(cv_verdict_name(&v), "inconclusive"));
+    CHECK(v.n_rows == 3 && v.n_with_al == 0 && v.n_judged == 0);
+    char b[512];
+    cv_not_judged_format(&v, "vLLM /metrics", 4, b, sizeof b);
+    CHECKF(strstr(b, "not judged: vLLM /metrics gives no accept length"), "%s", b);
+    /* intervals with an accept length, but every one too thin to judge */
+    iv_row thin[2] = {live(2, 1.2, 2, 8), live(4, 1.1, 3, 8)};
+    cv_input in2 = {.iv = thin, .n_iv = 2, .min_drafts = 4, .items = ok, .n_items = 2};
+    cv_judge(&in2, &t, &v);
+    CHECK(v.inconclusive && v.n_with_al == 2 && v.n_judged == 0);
+    cv_not_judged_format(&v, "vLLM /metrics", 4, b, sizeof b);
+    CHECKF(strstr(b, "not judged: 2 of 2 interval(s)") && strstr(b, ">= 4 verify steps"), "%s", b);
+    /* no interval at all */
+    cv_input in3 = {.min_drafts = 4, .items = ok, .n_items = 2};
+    cv_judge(&in3, &t, &v);
+    cv_not_judged_format(&v, "the SGLang log", 4, b, sizeof b);
+    CHECK(v.inconclusive && strstr(b, "gave no interval"));
+    /* a content failure still fails */
+    cv_item bad[1] = {{CV_SPEC_MISMATCH, 1, 1.0, 0}};
+    cv_input in4 = {.iv = none, .n_iv = 3, .min_drafts = 4, .items = bad, .n_items = 1};
+    cv_judge(&in4, &t, &v);
+    CHECK(v.failed && !v.inconclusive && !strcmp(cv_verdict_name(&v), "fail"));
+    /* the interval check switched off: nothing was asked of it */
+    t.accept_len = 0;
+    cv_judge(&in, &t, &v);
+    CHECK(!v.failed && !v.inconclusive && v.not_made == 0 && !strcmp(cv_verdict_name(&v), "pass"));
+}
+
+/* Ranks are judged one by one: the row's pooled 2.4 passes a 2.0
+ * threshold, engine 1's own 2.0 does not; an idle rank (running 0: a stale
+ * gauge) and a rank with too few verify steps are not judged; the reason
+ * names the rank; the lowest judged rank is what calibration sees. */
+static void test_ranks(void) {
+    iv_row r = live(2, 2.4, 200, 8);
+    r.n_ranks = 2;
+    r.rank[0] = (iv_rank){"engine=\"0\"", 2.8, 100, 4};
+    r.rank[1] = (iv_rank){"engine=\"1\"", 2.0, 100, 2};
+    int rk;
+    CHECK(NEAR(cv_interval_value(&r, 4, &rk), 2.0) && rk == 1);
+    CHECK(cv_interval_judged(&r, 4) && cv_interval_flagged(&r, 4, 2.0) && !cv_interval_flagged(&r, 4, 1.9));
+    iv_row iv[2] = {live(2, 3.0, 40, 8), r};
+    cc_thresholds t;
+    cc_thresholds_default(&t, 2.0);
+    cv_input in = {.iv = iv, .n_iv = 2, .min_drafts = 4};
+    cv_verdict v;
+    cv_judge(&in, &t, &v);
+    const cv_reason *x = find(&v, CV_ACCEPT_LEN);
+    CHECK(v.failed && x && x->count == 1 && x->low_id == 1 && !strcmp(x->rank, "engine=\"1\"") && NEAR(x->observed, 2.0));
+    char b[512];
+    if (x) cv_reason_format(x, b, sizeof b);
+    CHECKF(x && strstr(b, "at rank engine=\"1\""), "%s", b);
+    cc_observed o;
+    cv_observe(&in, &o);
+    CHECK(o.n_intervals == 2 && NEAR(o.accept_len_min, 2.0));
+    /* an idle rank's stale gauge and a thin rank are not judged */
+    iv_row g = live(2, 2.2, NAN, 8);
+    g.n_ranks = 3;
+    g.rank[0] = (iv_rank){"dp_rank=\"0\"", 3.3, NAN, 12};
+    g.rank[1] = (iv_rank){"dp_rank=\"1\"", 1.1, NAN, 0};
+    g.rank[2] = (iv_rank){"dp_rank=\"2\"", 1.0, 2, 5};
+    CHECK(NEAR(cv_interval_value(&g, 4, &rk), 3.3) && rk == 0 && !cv_interval_flagged(&g, 4, 2.0));
+    g.rank[1].running = NAN;   /* running unknown: judged */
+    CHECK(NEAR(cv_interval_value(&g, 4, &rk), 1.1) && rk == 1 && cv_interval_flagged(&g, 4, 2.0));
+    /* no rank judged: the interval is not judged at all (not a pass of it) */
+    g.rank[0].accept_len = g.rank[1].accept_len = NAN;
+    CHECK(!cv_interval_judged(&g, 4));
+}
+
+/* The context-free check: any repeated top-k distribution fails at the default 0. */
+static void test_ctxfree(void) {
+    unsigned long long sig[6] = {11, 12, 13, 12, 0, 0};
+    int at;
+    CHECK(cc_ctxfree(sig, 6, &at) == 1 && at == 3);   /* 0 = no signature: never a repeat */
+    unsigned long long dif[3] = {1, 2, 3};
+    CHECK(cc_ctxfree(dif, 3, &at) == 0 && at == -1);
+    cv_item it[2] = {{CV_CTXFREE, 17, 5.0, 0}, {CV_BAD_CHARS, 0, 1.0, 0}};
+    iv_row iv[1] = {live(2, 3.0, 40, 8)};
+    cc_thresholds t;
+    cc_thresholds_default(&t, 2.0);
+    cv_input in = {.iv = iv, .n_iv = 1, .min_drafts = 4, .items = it, .n_items = 2};
+    cv_verdict v;
+    cv_judge(&in, &t, &v);
+    const cv_reason *x = find(&v, CV_CTXFREE);
+    CHECK(v.failed && x && NEAR(x->observed, 17) && NEAR(x->first_s, 5.0) && !strcmp(cv_check_name(CV_CTXFREE), "context_free"));
+    it[0].score = 0;
+    cv_judge(&in, &t, &v);
+    CHECK(!v.failed && !v.inconclusive);
 }
 
 static void test_content_fails(void) {
@@ -236,6 +339,9 @@ int main(void) {
     test_content_fails();
     test_multiple_reasons();
     test_inconclusive();
+    test_nothing_judged_inconclusive();
+    test_ranks();
+    test_ctxfree();
     test_observe();
     return tu_done("test_bench_verdict");
 }
