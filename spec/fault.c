@@ -32,6 +32,12 @@ int fault_parse(const char *spec, spec_fault *f, char *err, size_t errlen) {
         }
         *eq = 0;
         const char *v = eq + 1;
+        if (!strcmp(kv, "scope")) {
+            if (!strcmp(v, "row")) f->batch = 0;
+            else if (!strcmp(v, "batch")) f->batch = 1;
+            else return errf(err, errlen, "--inject-fault: scope=%s (expected row or batch)", v);
+            continue;
+        }
         char *end;
         double x = strtod(v, &end);
         if (end == v || *end || !isfinite(x) || x < 0)
@@ -51,8 +57,9 @@ int fault_parse(const char *spec, spec_fault *f, char *err, size_t errlen) {
 void fault_describe(const spec_fault *f, char *buf, size_t n) {
     switch (f->kind) {
     case FAULT_COLLISION:
-        snprintf(buf, n, "collision: one draft row's hidden state overwritten in verify steps of >= %d rows%s%.0d, "
-                 "p=%g%s, seed=%llu", f->min_rows, f->depth ? " at depth " : "", f->depth, f->p,
+        snprintf(buf, n, "collision: %s hidden state overwritten in verify steps of >= %d rows%s%.0d, "
+                 "p=%g%s, seed=%llu", f->batch ? "every draft row's" : "one draft row's", f->min_rows,
+                 f->depth ? " at depth " : "", f->depth, f->p,
                  f->first_s > 0 ? " during the first seconds after boot" : "", (unsigned long long)f->seed);
         return;
     case FAULT_FLAT:
@@ -92,6 +99,13 @@ int fault_pick_row(fault_state *s, double now, int verify_rows, const int *k, co
     int cand = 0;
     for (int i = 0; i < n; i++) cand += k[i] > 0 && (!s->f.depth || k[i] == s->f.depth);
     if (!cand) return 0;
+    if (s->f.batch) {   /* every draft row of every eligible request */
+        for (int i = 0; i < n; i++)
+            if (k[i] > 0 && (!s->f.depth || k[i] == s->f.depth))
+                for (int r = 1; r <= k[i]; r++) corrupt[row0[i] + r] = 1;
+        s->injected++;
+        return 1;
+    }
     int pick = (int)(rng_next(&s->rng) % (uint64_t)cand);
     for (int i = 0; i < n; i++) {
         if (k[i] <= 0 || (s->f.depth && k[i] != s->f.depth) || pick--) continue;

@@ -9,7 +9,10 @@
  *              with depth=D, only requests verifying exactly D drafts), with
  *              probability p, one draft row's residual stream is overwritten
  *              after layer 0 (optionally only in the first `first` seconds
- *              after boot); what that row commits is corrupted.
+ *              after boot); what that row commits is corrupted. With
+ *              scope=batch every draft row of the step is overwritten: a
+ *              buffer spanning the whole batch, broad enough to collapse
+ *              the interval accept length.
  *   flat       the DeepSeek V4 Flash report: at positions below `below`
  *              (128), when the newest token is `trigger`, the next-token
  *              distribution is replaced by one fixed, context-free
@@ -36,6 +39,8 @@ typedef struct {
     fault_kind kind;
     int min_rows;      /* collision: verify rows in the step, at least (default 4) */
     int depth;         /* collision: only requests verifying exactly this many drafts (0 = any) */
+    int batch;         /* collision, scope=batch: every draft row of the step, not one (the
+                          transient buffer spanning the whole verify batch) */
     double p;          /* collision, nondet: probability per eligible step (default 0.25) */
     double first_s;    /* collision: only this many seconds after boot (0 = always) */
     int below;         /* flat: positions below this; window: visible keys (default 128) */

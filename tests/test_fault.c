@@ -49,6 +49,15 @@ static void test_collision_rows(void) {
     int hit = -1;
     for (int r = 0; r < 64; r++) if (corrupt[r]) hit = r;
     CHECKF(hit >= 4 && hit <= 6, "corrupted row %d, want a draft row of the depth-3 request (4..6)", hit);
+    /* scope=batch: every draft row of every request */
+    fault_parse("collision,rows=1,p=1,scope=batch", &f, err, sizeof err);
+    fault_arm(&s, &f, 0.0);
+    memset(corrupt, 0, sizeof corrupt);
+    CHECK(fault_pick_row(&s, 0.0, 12, k, row0, 3, corrupt) == 1);
+    int marked = 0;
+    for (int r = 0; r < 64; r++) marked += corrupt[r];
+    CHECKF(marked == 2 + 3 + 4 && !corrupt[0] && !corrupt[3] && !corrupt[7], "scope=batch marked %d rows", marked);
+    CHECK(fault_parse("collision,scope=wide", &f, err, sizeof err) == -1 && strstr(err, "scope"));
     fault_parse("collision,rows=1,p=1,first=10", &f, err, sizeof err);
     fault_arm(&s, &f, 100.0);
     CHECK(fault_pick_row(&s, 105.0, 4, k, row0, 3, corrupt) == 1);
