@@ -60,6 +60,22 @@ static float signal(const spec_proposal *p, int i) {
     return -1.0f;
 }
 
+/* The conditional survival the policy uses for draft i of p, in [0, 1]:
+ * the confidence head (or top probability); without one, the per-slot
+ * estimate; adaptive rescales a head by how well its past predictions
+ * matched reality. */
+static float survival_step(const vpolicy *s, const spec_proposal *p, int i) {
+    const float *est = s->est[p->slot], *pred = s->pred[p->slot];
+    float c = signal(p, i);
+    if (s->o.kind == VPOLICY_ADAPTIVE) {
+        if (c < 0) c = est[i];
+        else if (pred[i] > 0) c = c * est[i] / pred[i];
+    } else if (c < 0) {
+        c = est[i];
+    }
+    return c > 1.0f ? 1.0f : c < 0.0f ? 0.0f : c;
+}
+
 static void choose(void *ctx, spec_proposal *props, int n) {
     vpolicy *s = ctx;
     if (s->o.kind == VPOLICY_THRESHOLD) {
@@ -76,23 +92,8 @@ static void choose(void *ctx, spec_proposal *props, int n) {
     }
     for (int r = 0; r < n; r++) {
         const spec_proposal *p = &props[r];
-        const float *est = s->est[p->slot], *pred = s->pred[p->slot];
         float surv = 1.0f;
-        for (int i = 0; i < p->k; i++) {
-            float c = signal(p, i);
-            if (s->o.kind == VPOLICY_ADAPTIVE) {
-                /* no head: the estimate itself; with one: the head, rescaled
-                 * by how well its past predictions matched reality */
-                if (c < 0) c = est[i];
-                else if (pred[i] > 0) c = c * est[i] / pred[i];
-            } else if (c < 0) {
-                c = est[i];
-            }
-            if (c > 1.0f) c = 1.0f;
-            if (c < 0.0f) c = 0.0f;
-            surv *= c;
-            s->a[r][i] = surv;
-        }
+        for (int i = 0; i < p->k; i++) s->a[r][i] = surv *= survival_step(s, p, i);
         s->kmax[r] = p->k;
     }
     vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
@@ -104,20 +105,10 @@ static void choose(void *ctx, spec_proposal *props, int n) {
     s->cut = cut <= 1.0f ? cut : 0.0f;
 }
 
-/* The survival the policy would assign to draft i of p (choose's rule). */
+/* The survival the policy would assign to drafts 0..upto of p. */
 static float survival(const vpolicy *s, const spec_proposal *p, int upto) {
-    const float *est = s->est[p->slot], *pred = s->pred[p->slot];
     float surv = 1.0f;
-    for (int i = 0; i <= upto; i++) {
-        float c = signal(p, i);
-        if (s->o.kind == VPOLICY_ADAPTIVE) {
-            if (c < 0) c = est[i];
-            else if (pred[i] > 0) c = c * est[i] / pred[i];
-        } else if (c < 0) {
-            c = est[i];
-        }
-        surv *= c > 1.0f ? 1.0f : c < 0.0f ? 0.0f : c;
-    }
+    for (int i = 0; i <= upto; i++) surv *= survival_step(s, p, i);
     return surv;
 }
 
