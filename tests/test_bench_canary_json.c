@@ -39,38 +39,18 @@
 #include "commands.h"
 #include "httpc.h"
 #include "json_utf8.h"
+#include "fake_http.h"
 #include "test_util.h"
 
 typedef enum { JS_BAD_UTF8, JS_NO_METRICS, JS_ENGINES } js_mode;
 
 typedef struct {
-    int fd, port;
+    fake_http http;                  /* the socket side (tests/fake_http.h) */
     js_mode mode;
-    atomic_int stop, active;
     atomic_long requests;
-    pthread_t th;
-    char url[64];
 } js_server;
 
-typedef struct { js_server *s; int fd; } js_conn;
-
-static int send_all(int fd, const char *b, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static void reply(int fd, int status, const char *type, const char *body) {
-    char h[256];
-    snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-             status == 200 ? "OK" : "Not Found", type, strlen(body));
-    if (!send_all(fd, h, strlen(h))) send_all(fd, body, strlen(body));
-}
+static void reply(int fd, int status, const char *type, const char *body) { fh_reply(fd, status, type, body); }
 
 /* Raw bytes that are not UTF-8: a lone continuation byte, 0xFF, a truncated
  * sequence, an encoded surrogate (ED A0 80), an overlong slash (C0 AF). */
@@ -78,18 +58,18 @@ static void reply(int fd, int status, const char *type, const char *body) {
 
 static void stream(js_server *s, int fd) {
     static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
-    if (send_all(fd, head, sizeof head - 1)) return;
+    if (fh_send_all(fd, head, sizeof head - 1)) return;
     const char *tok[3] = {"foo", " bar", " baz"};
     char b[512];
     for (int i = 0; i < 3; i++) {
         const char *t = s->mode == JS_BAD_UTF8 && i == 1 ? " " BAD : tok[i];
         snprintf(b, sizeof b, "data: {\"choices\":[{\"index\":0,\"text\":\"%s\",\"finish_reason\":null}]}\n\n", t);
-        if (send_all(fd, b, strlen(b))) return;
+        if (fh_send_all(fd, b, strlen(b))) return;
     }
     static const char tail[] = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n"
                                "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\n"
                                "data: [DONE]\n\n";
-    send_all(fd, tail, sizeof tail - 1);
+    fh_send_all(fd, tail, sizeof tail - 1);
     atomic_fetch_add(&s->requests, 1);
 }
 
@@ -110,104 +90,31 @@ static void metrics(js_server *s, int fd) {
     reply(fd, 200, "text/plain", body);
 }
 
-static void *conn_main(void *arg) {
-    js_conn c = *(js_conn *)arg;
-    free(arg);
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[65536];
-    size_t n = 0;
-    char *hend = NULL;
-    req[0] = 0;
-    while (n < sizeof req - 1 && !(hend = strstr(req, "\r\n\r\n"))) {
-        ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
-        if (k <= 0) break;
-        n += (size_t)k;
-        req[n] = 0;
-    }
-    if (hend) {
-        size_t clen = 0;
-        const char *cl = strcasestr(req, "Content-Length:");
-        if (cl) clen = strtoul(cl + 15, NULL, 10);
-        size_t have = n - (size_t)(hend + 4 - req);
-        while (have < clen && n < sizeof req - 1) {
-            ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
-            if (k <= 0) break;
-            n += (size_t)k;
-            have += (size_t)k;
-            req[n] = 0;
-        }
-        char method[8] = "", path[256] = "";
-        sscanf(req, "%7s %255s", method, path);
-        const char *body = hend + 4;
-        if (!strcmp(path, "/health")) reply(c.fd, 200, "application/json", "{\"status\":\"ok\"}");
-        else if (!strcmp(path, "/v1/models"))
-            reply(c.fd, 200, "application/json",
-                  c.s->mode == JS_BAD_UTF8 ? "{\"object\":\"list\",\"data\":[{\"id\":\"model-\xff\xfe\"}]}"
-                                           : "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}");
-        else if (!strcmp(path, "/metrics")) metrics(c.s, c.fd);
-        else if (!strcmp(method, "POST") && strstr(path, "completions")) {
-            if (strstr(body, "\"stream\":true")) stream(c.s, c.fd);
-            else if (c.s->mode == JS_BAD_UTF8)   /* the echo probe: an error whose body is not UTF-8 either */
-                reply(c.fd, 400, "application/json", "{\"error\":{\"message\":\"no echo \xff here\"}}");
-            else reply(c.fd, 200, "application/json", "{\"choices\":[{\"index\":0,\"text\":\"foo\",\"finish_reason\":\"length\"}]}");
-        } else reply(c.fd, 404, "application/json", "{\"error\":\"not found\"}");
-    }
-    shutdown(c.fd, SHUT_RDWR);
-    close(c.fd);
-    atomic_fetch_sub(&c.s->active, 1);
-    return NULL;
-}
-
-static void *accept_main(void *arg) {
-    js_server *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd p = {.fd = s->fd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0) continue;
-        int cfd = accept(s->fd, NULL, NULL);
-        if (cfd < 0) continue;
-        js_conn *c = malloc(sizeof *c);
-        pthread_t t;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        atomic_fetch_add(&s->active, 1);
-        if (!c || (c->s = s, c->fd = cfd, pthread_create(&t, &at, conn_main, c))) {
-            free(c);
-            close(cfd);
-            atomic_fetch_sub(&s->active, 1);
-        }
-        pthread_attr_destroy(&at);
-    }
-    return NULL;
+static void handle(void *ctx, int fd, const char *method, const char *path, const char *body) {
+    js_server *srv = ctx;
+    if (!strcmp(path, "/health")) reply(fd, 200, "application/json", "{\"status\":\"ok\"}");
+    else if (!strcmp(path, "/v1/models"))
+        reply(fd, 200, "application/json",
+              srv->mode == JS_BAD_UTF8 ? "{\"object\":\"list\",\"data\":[{\"id\":\"model-\xff\xfe\"}]}"
+                                       : "{\"object\":\"list\",\"data\":[{\"id\":\"m\"}]}");
+    else if (!strcmp(path, "/metrics")) metrics(srv, fd);
+    else if (!strcmp(method, "POST") && strstr(path, "completions")) {
+        if (strstr(body, "\"stream\":true")) stream(srv, fd);
+        else if (srv->mode == JS_BAD_UTF8)   /* the echo probe: an error whose body is not UTF-8 either */
+            reply(fd, 400, "application/json", "{\"error\":{\"message\":\"no echo \xff here\"}}");
+        else reply(fd, 200, "application/json", "{\"choices\":[{\"index\":0,\"text\":\"foo\",\"finish_reason\":\"length\"}]}");
+    } else reply(fd, 404, "application/json", "{\"error\":\"not found\"}");
 }
 
 static int js_start(js_server *s, js_mode mode) {
     memset(s, 0, sizeof *s);
     s->mode = mode;
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) || listen(s->fd, 64) ||
-        getsockname(s->fd, (struct sockaddr *)&a, &al)) {
-        fprintf(stderr, "test server: cannot listen: %s\n", strerror(errno));
-        return -1;
-    }
-    s->port = ntohs(a.sin_port);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-    return pthread_create(&s->th, NULL, accept_main, s) ? -1 : 0;
+    return fh_start(&s->http, handle, s);
 }
 
 static void js_stop(js_server *s) {
-    atomic_store(&s->stop, 1);
-    pthread_join(s->th, NULL);
-    close(s->fd);
-    for (int i = 0; i < 500 && atomic_load(&s->active) > 0; i++) usleep(10 * 1000);
-    CHECKF(atomic_load(&s->active) == 0, "test server: %d connection(s) still open", atomic_load(&s->active));
+    int open_ = fh_stop(&s->http);
+    CHECKF(open_ == 0, "test server: %d connection(s) still open", open_);
 }
 
 static char *slurp(const char *dir, const char *name) {
@@ -302,7 +209,7 @@ static void test_bad_utf8(const char *tmp) {
     if (js_start(&s, JS_BAD_UTF8)) { CHECK(0); return; }
     char out[512];
     snprintf(out, sizeof out, "%s/bad_utf8", tmp);
-    int rc = run_canary(s.url, out, NULL);
+    int rc = run_canary(s.http.url, out, NULL);
     js_stop(&s);
     CHECKF(rc == 1, "canary against invalid UTF-8 exited %d, want 1 (bad characters)", rc);
     check_json_file(out, "canary.json", 0);
@@ -338,7 +245,7 @@ static void test_no_metrics(const char *tmp) {
     if (js_start(&s, JS_NO_METRICS)) { CHECK(0); return; }
     char out[512];
     snprintf(out, sizeof out, "%s/no_metrics", tmp);
-    int rc = run_canary(s.url, out, NULL);
+    int rc = run_canary(s.http.url, out, NULL);
     js_stop(&s);
     CHECKF(rc == 3, "canary against a server with no accept length exited %d, want 3 (inconclusive)", rc);
     cJSON *c = canary_json(out);
@@ -354,7 +261,7 @@ static void test_no_metrics(const char *tmp) {
     if (js_start(&s, JS_NO_METRICS)) { CHECK(0); return; }
     snprintf(out, sizeof out, "%s/no_metrics_off", tmp);
     const char *wl = tu_path("tests/fixtures/workloads/mixed.jsonl");
-    char *argv[] = {"canary", "--url", s.url, "--workload", (char *)wl, "--spec-check", "off", "--duration", "1", "--probes", "2",
+    char *argv[] = {"canary", "--url", s.http.url, "--workload", (char *)wl, "--spec-check", "off", "--duration", "1", "--probes", "2",
                     "--copy-workload", "none", "--threshold", "0", "--out", out, "--quiet", NULL};
     rc = cmd_canary(18, argv);
     js_stop(&s);
@@ -363,7 +270,7 @@ static void test_no_metrics(const char *tmp) {
      * (no draft counters): the comparison is not claimed */
     if (js_start(&s, JS_NO_METRICS)) { CHECK(0); return; }
     snprintf(out, sizeof out, "%s/no_metrics_spec", tmp);
-    char *argv2[] = {"canary", "--url", s.url, "--workload", (char *)wl, "--spec-check", "on", "--duration", "1", "--probes", "2",
+    char *argv2[] = {"canary", "--url", s.http.url, "--workload", (char *)wl, "--spec-check", "on", "--duration", "1", "--probes", "2",
                      "--copy-workload", "none", "--threshold", "0", "--out", out, "--quiet", NULL};
     rc = cmd_canary(18, argv2);
     js_stop(&s);
@@ -381,7 +288,7 @@ static void test_engines(const char *tmp) {
     if (js_start(&s, JS_ENGINES)) { CHECK(0); return; }
     char out[512];
     snprintf(out, sizeof out, "%s/engines", tmp);
-    int rc = run_canary(s.url, out, NULL);
+    int rc = run_canary(s.http.url, out, NULL);
     js_stop(&s);
     CHECKF(rc == 1, "canary against a collapsed engine exited %d, want 1", rc);
     cJSON *c = canary_json(out);

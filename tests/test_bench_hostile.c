@@ -39,6 +39,7 @@
 #include "load.h"
 #include "load_out.h"
 #include "sse.h"
+#include "fake_http.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -48,17 +49,12 @@ typedef enum {
 } hs_mode;
 
 typedef struct {
-    int fd, port;
+    fake_http http;                  /* the socket side (tests/fake_http.h) */
     hs_mode mode;
-    atomic_int stop, active;
     atomic_long drafted_requests;    /* requests that "speculated": the draft counters follow them */
     atomic_long metrics_bytes;       /* the most one /metrics reply sent */
-    pthread_t th;
-    char url[64];
     char *sse;                       /* reasoning mode: the fixture stream */
 } hs_server;
-
-typedef struct { hs_server *s; int fd; } hs_conn;
 
 static double now_s(void) {
     struct timespec ts;
@@ -66,25 +62,9 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int send_all(int fd, const char *b, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
+static int send_str(int fd, const char *s) { return fh_send_all(fd, s, strlen(s)); }
 
-static int send_str(int fd, const char *s) { return send_all(fd, s, strlen(s)); }
-
-static void send_json(int fd, int status, const char *body) {
-    char h[256];
-    snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-             status, status == 200 ? "OK" : "Not Found", strlen(body));
-    if (!send_str(fd, h)) send_str(fd, body);
-}
+static void send_json(int fd, int status, const char *body) { fh_reply(fd, status, "application/json", body); }
 
 static const char SSE_HEAD[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
 
@@ -112,7 +92,7 @@ static void endless(hs_server *s, int fd, const char *head, char fill, size_t li
         for (size_t i = 0; i + line <= CH; i += line) { memcpy(b + i, "data: ", 6); b[i + line - 1] = '\n'; }
     if (send_str(fd, head)) return;
     long sent = 0;
-    while (!atomic_load(&s->stop) && sent < limit && !send_all(fd, b, CH)) sent += CH;
+    while (!atomic_load(&s->http.stop) && sent < limit && !fh_send_all(fd, b, CH)) sent += CH;
     if (fill == 'x' && sent > atomic_load(&s->metrics_bytes)) atomic_store(&s->metrics_bytes, sent);
 }
 
@@ -144,10 +124,10 @@ static void metrics(hs_server *s, int fd) {
 
 static void reasoning(hs_server *s, int fd) {
     if (send_str(fd, SSE_HEAD)) return;
-    for (const char *p = s->sse; *p && !atomic_load(&s->stop); ) {
+    for (const char *p = s->sse; *p && !atomic_load(&s->http.stop); ) {
         const char *e = strstr(p, "\n\n");
         size_t n = e ? (size_t)(e - p) + 2 : strlen(p);
-        if (send_all(fd, p, n)) return;
+        if (fh_send_all(fd, p, n)) return;
         p += n;
         usleep(120 * 1000);
     }
@@ -186,96 +166,25 @@ static void completion(hs_server *s, int fd, const char *body) {
     }
 }
 
-static void *conn_main(void *arg) {
-    hs_conn c = *(hs_conn *)arg;
-    free(arg);
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[65536];
-    size_t n = 0;
-    char *hend = NULL;
-    while (n < sizeof req - 1 && !(hend = strstr(req, "\r\n\r\n"))) {
-        ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
-        if (k <= 0) break;
-        n += (size_t)k;
-        req[n] = 0;
-    }
-    if (hend) {
-        size_t clen = 0;
-        const char *cl = strcasestr(req, "Content-Length:");
-        if (cl) clen = strtoul(cl + 15, NULL, 10);
-        size_t have = n - (size_t)(hend + 4 - req);
-        while (have < clen && n < sizeof req - 1) {
-            ssize_t k = recv(c.fd, req + n, sizeof req - 1 - n, 0);
-            if (k <= 0) break;
-            n += (size_t)k;
-            have += (size_t)k;
-            req[n] = 0;
-        }
-        char method[8] = "", path[256] = "";
-        sscanf(req, "%7s %255s", method, path);
-        if (!strcmp(path, "/health")) send_json(c.fd, 200, "{\"status\":\"ok\"}");
-        else if (!strcmp(path, "/v1/models")) send_json(c.fd, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"hostile\"}]}");
-        else if (!strcmp(path, "/metrics")) metrics(c.s, c.fd);
-        else if (!strcmp(method, "POST") && strstr(path, "completions")) completion(c.s, c.fd, hend + 4);
-        else send_json(c.fd, 404, "{\"error\":\"not found\"}");
-    }
-    shutdown(c.fd, SHUT_RDWR);
-    close(c.fd);
-    atomic_fetch_sub(&c.s->active, 1);
-    return NULL;
-}
-
-static void *accept_main(void *arg) {
-    hs_server *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd p = {.fd = s->fd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0) continue;
-        int cfd = accept(s->fd, NULL, NULL);
-        if (cfd < 0) continue;
-        hs_conn *c = malloc(sizeof *c);
-        pthread_t t;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        atomic_fetch_add(&s->active, 1);
-        if (!c || (c->s = s, c->fd = cfd, pthread_create(&t, &at, conn_main, c))) {
-            free(c);
-            close(cfd);
-            atomic_fetch_sub(&s->active, 1);
-        }
-        pthread_attr_destroy(&at);
-    }
-    return NULL;
+static void handle(void *ctx, int fd, const char *method, const char *path, const char *body) {
+    hs_server *srv = ctx;
+    if (!strcmp(path, "/health")) send_json(fd, 200, "{\"status\":\"ok\"}");
+    else if (!strcmp(path, "/v1/models")) send_json(fd, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"hostile\"}]}");
+    else if (!strcmp(path, "/metrics")) metrics(srv, fd);
+    else if (!strcmp(method, "POST") && strstr(path, "completions")) completion(srv, fd, body);
+    else send_json(fd, 404, "{\"error\":\"not found\"}");
 }
 
 static int hs_start(hs_server *s, hs_mode mode) {
     memset(s, 0, sizeof *s);
     s->mode = mode;
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) || listen(s->fd, 64) ||
-        getsockname(s->fd, (struct sockaddr *)&a, &al)) {
-        fprintf(stderr, "hostile server: cannot listen: %s\n", strerror(errno));
-        return -1;
-    }
-    s->port = ntohs(a.sin_port);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     if (mode == HS_REASONING) s->sse = tu_read_file(tu_path("tests/fixtures/bench/reasoning_stream.sse"), NULL);
-    return pthread_create(&s->th, NULL, accept_main, s) ? -1 : 0;
+    return fh_start(&s->http, handle, s);
 }
 
 static void hs_stop(hs_server *s) {
-    atomic_store(&s->stop, 1);
-    pthread_join(s->th, NULL);
-    close(s->fd);
-    for (int i = 0; i < 500 && atomic_load(&s->active) > 0; i++) usleep(10 * 1000);   /* ≤ 5 s */
-    CHECKF(atomic_load(&s->active) == 0, "hostile server: %d connection(s) still open", atomic_load(&s->active));
+    int open_ = fh_stop(&s->http);
+    CHECKF(open_ == 0, "hostile server: %d connection(s) still open", open_);
     free(s->sse);
 }
 
@@ -297,7 +206,7 @@ static void test_endless_line(void) {
     hs_server s;
     if (hs_start(&s, HS_ENDLESS_LINE)) { CHECK(0); return; }
     ld_config c;
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     ld_result *r = NULL;
     char err[512];
     double t0 = now_s();
@@ -314,7 +223,7 @@ static void test_endless_event(void) {
     hs_server s;
     if (hs_start(&s, HS_ENDLESS_EVENT)) { CHECK(0); return; }
     ld_config c;
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     ld_result *r = NULL;
     char err[512];
     double t0 = now_s();
@@ -330,7 +239,7 @@ static void test_truncated(void) {
     hs_server s;
     if (hs_start(&s, HS_TRUNCATED)) { CHECK(0); return; }
     ld_config c;
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     c.num_prompts = 3;
     ld_result *r = NULL;
     char err[512];
@@ -352,7 +261,7 @@ static void test_truncated(void) {
     hs_stop(&s);
     /* control: a well-formed stream from the same kind of server completes */
     if (hs_start(&s, HS_NORMAL)) { CHECK(0); return; }
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     c.num_prompts = 2;
     CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
     CHECK(r && r->n_req == 2 && r->req[0].ok && r->req[1].ok && r->req[0].n_out == 3 && !strcmp(r->req[0].text, "foo bar baz"));
@@ -373,7 +282,7 @@ static void test_endless_metrics(const char *tmp) {
     char out[512];
     snprintf(out, sizeof out, "%s/endless_metrics", tmp);
     const char *wl = tu_path("tests/fixtures/workloads/mixed.jsonl");
-    char *argv[] = {"load", "--url", s.url, "--workload", (char *)wl, "--num-prompts", "2", "--metrics-source", "specbed",
+    char *argv[] = {"load", "--url", s.http.url, "--workload", (char *)wl, "--num-prompts", "2", "--metrics-source", "specbed",
                     "--interval", "0.3", "--out", out, "--quiet", NULL};
     double t0 = now_s();
     int rc = cmd_load(14, argv);
@@ -401,7 +310,7 @@ static void test_reasoning(const char *tmp) {
     hs_server s;
     if (hs_start(&s, HS_REASONING) || !s.sse) { CHECK(0); return; }
     ld_config c;
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     c.endpoint = EP_CHAT;
     ld_result *r = NULL;
     char err[512];
@@ -438,7 +347,7 @@ static void test_spec_depth_ignored(void) {
     hs_server s;
     if (hs_start(&s, HS_IGNORES_DEPTH)) { CHECK(0); return; }
     ld_config c;
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     c.num_prompts = 3;
     c.msrc = MSRC_AUTO;
     c.spec_depth = 0;
@@ -459,7 +368,7 @@ static void test_spec_depth_ignored(void) {
     hs_stop(&s);
     /* a server that honours spec_depth 0 is not accused */
     if (hs_start(&s, HS_HONORS_DEPTH)) { CHECK(0); return; }
-    cfg(&c, s.url);
+    cfg(&c, s.http.url);
     c.num_prompts = 3;
     c.msrc = MSRC_AUTO;
     c.spec_depth = 0;
@@ -476,7 +385,7 @@ static void test_canary_spec_check(const char *tmp) {
         if (hs_start(&s, honest ? HS_HONORS_DEPTH : HS_IGNORES_DEPTH)) { CHECK(0); return; }
         char out[512];
         snprintf(out, sizeof out, "%s/canary_%s", tmp, honest ? "honest" : "ignores");
-        char *argv[] = {"canary", "--url", s.url, "--workload", (char *)wl, "--spec-check", "on", "--duration", "1",
+        char *argv[] = {"canary", "--url", s.http.url, "--workload", (char *)wl, "--spec-check", "on", "--duration", "1",
                         "--probes", "2", "--copy-workload", "none", "--out", out, "--quiet", NULL};
         int rc = cmd_canary(16, argv);
         char p[600];
