@@ -89,6 +89,8 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     if (cJSON_IsNumber(th)) c->threads = th->valueint;
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "history");
     if (cJSON_IsNumber(h)) c->history = h->valueint;
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "tp");
+    if (cJSON_IsNumber(tp) && tp->valuedouble >= 1 && tp->valuedouble <= 4096) c->tp = tp->valueint;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (cJSON_IsString(m)) snprintf(c->model, sizeof c->model, "%s", m->valuestring);
     cJSON_Delete(j);
@@ -133,6 +135,7 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
     cJSON_AddStringToObject(j, "model", c->model);
     cJSON_AddNumberToObject(j, "threads", c->threads);
     cJSON_AddNumberToObject(j, "history", c->history);
+    if (c->tp > 0) cJSON_AddNumberToObject(j, "tp", c->tp);
     cJSON *rows = cJSON_AddArrayToObject(j, "rows"), *secs = cJSON_AddArrayToObject(j, "seconds_per_step");
     for (int i = 0; i < c->n; i++) {
         cJSON_AddItemToArray(rows, cJSON_CreateNumber(c->rows[i]));

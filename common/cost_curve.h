@@ -4,7 +4,7 @@
  * give the same cost for the same table at every row count.
  *
  * Sources: the JSON that `specbed profile` writes
- *   {"model": DIR, "threads": T, "history": H,
+ *   {"model": DIR, "threads": T, "history": H, "tp": N,
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
  *    "draft_seconds_per_token": S}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
@@ -28,6 +28,7 @@ typedef struct {
     double seconds[COST_MAX_POINTS];   /* per step, non-decreasing */
     double draft_seconds_per_token;    /* 0 = not measured, or included in seconds */
     int threads, history;              /* how it was measured (0 = unknown) */
+    int tp;                            /* tensor-parallel degree it was measured at (0 = unknown) */
     char model[512];
     char source[600];                  /* where it came from, for reports */
 } cost_curve;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "comm.h"
 #include "errmsg.h"
 
 double gen_now(void) {
@@ -23,7 +24,8 @@ int gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, 
     if (o->page_size <= 0) o->page_size = 16;
     if (o->max_seqs <= 0) o->max_seqs = 16;
 
-    if (model_load(&e->m, o->model_dir, err, errlen)) goto fail;
+    int tp = o->comm ? kb_comm_size(o->comm) : 1, rank = o->comm ? kb_comm_rank(o->comm) : 0;
+    if (model_load_shard(&e->m, o->model_dir, rank, tp, err, errlen)) goto fail;
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", o->model_dir);
     if (tok_load(&e->tok, path, err, errlen)) goto fail;
@@ -44,7 +46,7 @@ int gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, 
     kv_config kc = fwd_kv_config(e->m, o->n_pages, o->page_size, o->max_seqs);
     kc.max_seq_len = o->max_seq_len;
     if (kv_cache_create(&e->kv, &kc, err, errlen)) goto fail;
-    if (fwd_create(&e->fwd, e->m, o->max_batch_rows, err, errlen)) goto fail;
+    if (fwd_create_tp(&e->fwd, e->m, o->max_batch_rows, o->comm, err, errlen)) goto fail;
     *out = e;
     return 0;
 fail:
@@ -59,4 +61,11 @@ void gen_engine_free(gen_engine *e) {
     tok_free(e->tok);
     model_free(e->m);
     free(e);
+}
+
+int gen_engine_tp_rank(const gen_engine *e) { return fwd_tp_rank(e->fwd); }
+
+void gen_engine_serve(gen_engine *e) {
+    char err[1024];
+    if (fwd_tp_serve(e->fwd, e->kv, err, sizeof err)) kb_comm_abort(e->opts.comm, 1, err);
 }

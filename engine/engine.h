@@ -19,6 +19,8 @@ typedef struct {
     int n_pages;           /* KV pool size, default enough for max_seqs × max_seq_len */
     int max_seqs;          /* default 16 */
     int max_seq_len;       /* default min(max_position_embeddings, 2048) */
+    struct kb_comm *comm;  /* tensor parallelism: every rank of comm creates the engine with the same
+                              options; NULL = one process (see forward.h fwd_create_tp) */
 } gen_engine_opts;
 
 typedef struct {
@@ -30,7 +32,13 @@ typedef struct {
 } gen_engine;
 
 int  gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, size_t errlen);
-void gen_engine_free(gen_engine *e);
+void gen_engine_free(gen_engine *e);   /* rank 0's also stops the other ranks' gen_engine_serve */
+
+/* Tensor parallelism, ranks > 0: run rank 0's forwards until it frees its
+ * engine. A failure here ends the whole job (kb_comm_abort) with the
+ * message: the leader would otherwise wait in a collective forever. */
+void gen_engine_serve(gen_engine *e);
+int  gen_engine_tp_rank(const gen_engine *e);   /* 0 without tensor parallelism */
 
 double gen_now(void);   /* monotonic seconds */
 

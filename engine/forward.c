@@ -14,8 +14,10 @@
  * per row over that row's own sequence up to its own position, which makes a
  * span causal within itself and lets spans of any length sit side by side. */
 #include "forward.h"
+#include "comm.h"
 #include "errmsg.h"
 #include "layer.h"
+#include "tp_link.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +33,25 @@ struct fwd_ctx {
     int *pos;    /* [R]     row's position in its sequence */
     int *seq;    /* [R]     row's kv sequence */
     int *tok;    /* [R]     row's token */
+    /* tensor parallelism (tp.c); NULL/unused with one process */
+    kb_comm *comm;
+    tp_link *link;
+    float *lpart;  /* [R, vocab_part]          this rank's logits columns */
+    float *lall;   /* [tp_size, R, vocab_part] every rank's, all-gathered */
 };
 
 int fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t errlen) {
+    return fwd_create_tp(out, m, max_rows, NULL, err, errlen);
+}
+
+int fwd_create_tp(fwd_ctx **out, const model *m, int max_rows, kb_comm *comm, char *err, size_t errlen) {
     *out = NULL;
-    const model_config *c = &m->cfg;
+    const model_config *c = &m->shard;
     if (max_rows <= 0) return errf(err, errlen, "fwd_create: max_rows %d must be > 0", max_rows);
+    int tp = comm ? kb_comm_size(comm) : 1;
+    if (tp != m->tp_size || (comm && kb_comm_rank(comm) != m->tp_rank))
+        return errf(err, errlen, "fwd_create: the model is shard %d of %d, the communicator rank %d of %d",
+                    m->tp_rank, m->tp_size, comm ? kb_comm_rank(comm) : 0, tp);
     fwd_ctx *f = calloc(1, sizeof *f);
     if (!f) return errf(err, errlen, "fwd_create: out of memory");
     f->m = m;
@@ -53,12 +68,65 @@ int fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t er
         fwd_free(f);
         return errf(err, errlen, "fwd_create: out of memory for %d rows", max_rows);
     }
+    if (tp > 1) {
+        f->comm = comm;
+        layer_scratch_set_comm(f->ls, comm);
+        size_t part = R * (size_t)m->vocab_part;
+        f->lpart = calloc(part, sizeof(float));
+        f->lall = calloc(part * (size_t)tp, sizeof(float));
+        /* rows × max_seqs bound the step message; the KV slots are the engine's */
+        if (!f->lpart || !f->lall || tp_link_create(&f->link, comm, m, max_rows, max_rows, err, errlen)) {
+            fwd_free(f);
+            return errf(err, errlen, "fwd_create: out of memory for tensor-parallel buffers");
+        }
+    }
     *out = f;
     return 0;
 }
 
+int fwd_tp_size(const fwd_ctx *f) { return f->comm ? kb_comm_size(f->comm) : 1; }
+int fwd_tp_rank(const fwd_ctx *f) { return f->comm ? kb_comm_rank(f->comm) : 0; }
+
+int fwd_tp_sync(fwd_ctx *f, kv_cache *kv, int *pages_free, char *err, size_t errlen) {
+    if (!f->link) {
+        if (pages_free) pages_free[0] = kv_pages_free(kv);
+        return 0;
+    }
+    if (kb_comm_rank(f->comm) != 0) return errf(err, errlen, "fwd_tp_sync: only rank 0 leads");
+    return tp_sync(f->link, kv, pages_free, err, errlen);
+}
+
+int fwd_tp_serve(fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
+    if (!f->link || kb_comm_rank(f->comm) == 0) return errf(err, errlen, "fwd_tp_serve: not a rank > 0");
+    return tp_serve(f->link, f, kv, err, errlen);
+}
+
+/* Vocab-parallel lm_head: this rank's columns of the logits rows, gathered
+ * from every rank into out[n, vocab] (only the leader keeps them). */
+static void tp_logits(fwd_ctx *f, const float *x, int n, float *out) {
+    const model *m = f->m;
+    const int V = m->cfg.vocab_size, Vp = m->vocab_part, tp = kb_comm_size(f->comm), w = m->lm_head_part.rows;
+    if (w > 0) kb_matmul(f->lpart, x, &m->lm_head_part, n);
+    if (w < Vp) /* the last rank's padding */
+        for (int i = n - 1; i >= 0; i--) {
+            memmove(f->lpart + (size_t)i * Vp, f->lpart + (size_t)i * w, (size_t)w * sizeof(float));
+            memset(f->lpart + (size_t)i * Vp + w, 0, (size_t)(Vp - w) * sizeof(float));
+        }
+    char err[256];
+    if (kb_comm_allgather(f->comm, f->lpart, f->lall, (size_t)n * Vp * sizeof(float), err, sizeof err))
+        kb_comm_abort(f->comm, 1, err);
+    for (int r = 0; r < tp; r++) {
+        int v0 = r * Vp, vn = V - v0 < Vp ? V - v0 : Vp;
+        if (vn <= 0) break;
+        for (int i = 0; i < n; i++)
+            memcpy(out + (size_t)i * V + v0, f->lall + ((size_t)r * n + i) * Vp, (size_t)vn * sizeof(float));
+    }
+}
+
 void fwd_free(fwd_ctx *f) {
     if (!f) return;
+    tp_link_free(f->link);   /* the leader's tells the other ranks to stop */
+    free(f->lpart); free(f->lall);
     layer_scratch_free(f->ls);
     kb_free(f->x); kb_free(f->xb); kb_free(f->xl);
     free(f->pos); free(f->seq); free(f->tok);
@@ -66,7 +134,7 @@ void fwd_free(fwd_ctx *f) {
 }
 
 kv_config fwd_kv_config(const model *m, int n_pages, int page_size, int max_seqs) {
-    const model_config *c = &m->cfg;
+    const model_config *c = &m->shard;
     long long pool = (long long)n_pages * page_size;
     int max_len = c->max_position_embeddings > 0 ? c->max_position_embeddings : (int)(pool < 1 ? 1 : pool);
     if (pool < max_len) max_len = (int)pool;
@@ -81,7 +149,7 @@ kv_config fwd_kv_config(const model *m, int n_pages, int page_size, int max_seqs
  * cache is touched. Returns the total row count or -1. */
 static int check_batch(const fwd_ctx *f, const kv_cache *kv, const fwd_batch *b, const fwd_out *o,
                        char *err, size_t errlen) {
-    const model_config *c = &f->m->cfg;
+    const model_config *c = &f->m->shard;
     const kv_config *kc = kv_get_config(kv);
     if (kc->n_layers != c->n_layers || kc->n_kv_heads != c->n_kv_heads || kc->head_dim != c->head_dim)
         return errf(err, errlen, "fwd_run: kv cache shape (%d layers, %d kv heads, head_dim %d) "
@@ -175,6 +243,13 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
             f->tok[r] = sp->tokens[i];
         }
     }
+    /* The other ranks run this batch too (tp.c); the appends above are
+     * undone if they cannot be told. */
+    if (f->link && kb_comm_rank(f->comm) == 0 && tp_announce(f->link, kv, b, o, err, errlen)) {
+        for (int t = 0, rr = 0; t < b->n_spans; rr += b->spans[t].n, t++)
+            if (b->spans[t].n > 0) kv_truncate(kv, b->spans[t].seq, f->pos[rr]);
+        return -1;
+    }
     if (n == 0) return 0;
 
     for (int i = 0; i < n; i++) kb_weight_row(f->x + (size_t)i * H, &m->embed, f->tok[i]);
@@ -201,7 +276,8 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     if (o && o->n_logit_rows > 0) {
         for (int i = 0; i < o->n_logit_rows; i++)
             memcpy(f->xl + (size_t)i * H, f->xb + (size_t)o->logit_rows[i] * H, (size_t)H * sizeof(float));
-        kb_matmul(o->logits, f->xl, &m->lm_head, o->n_logit_rows);
+        if (f->comm) tp_logits(f, f->xl, o->n_logit_rows, o->logits);
+        else kb_matmul(o->logits, f->xl, &m->lm_head, o->n_logit_rows);
     }
     return 0;
 }

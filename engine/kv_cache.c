@@ -104,6 +104,17 @@ int kv_seq_new(kv_cache *kv) {
     return -1;
 }
 
+int kv_seq_claim(kv_cache *kv, int seq) {
+    if (seq < 0 || seq >= kv->cfg.max_seqs) return -1;
+    kv_seq *s = &kv->seqs[seq];
+    if (!s->active) {
+        s->active = 1;
+        s->len = 0;
+        s->n_pages = 0;
+    }
+    return 0;
+}
+
 void kv_seq_free(kv_cache *kv, int seq) {
     kv_seq *s = seq_get(kv, seq);
     if (!s) return;

@@ -23,6 +23,9 @@ void kv_cache_free(kv_cache *kv);
 
 int  kv_seq_new(kv_cache *kv);                      /* seq id >= 0, or -1 if no slot */
 void kv_seq_free(kv_cache *kv, int seq);            /* returns all its pages */
+/* Makes slot `seq` live and empty if it is not: how a tensor-parallel rank
+ * mirrors rank 0's sequence ids. 0 ok (or already live), -1 bad id. */
+int  kv_seq_claim(kv_cache *kv, int seq);
 int  kv_len(const kv_cache *kv, int seq);           /* committed + appended rows */
 int  kv_append(kv_cache *kv, int seq, int n_rows);  /* 0 ok, -1 out of pages or over max_seq_len */
 void kv_truncate(kv_cache *kv, int seq, int n_keep);/* frees pages past n_keep */

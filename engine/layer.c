@@ -4,6 +4,7 @@
  * batch invariance is the kernels' property), or allocate in the layer
  * calls (layer_scratch_reserve does that up front). */
 #include "layer.h"
+#include "comm.h"
 #include "errmsg.h"
 
 #include <math.h>
@@ -28,6 +29,7 @@ struct layer_scratch {
     float *scores;
     size_t scores_floats;
     int scores_cap, scores_threads;
+    kb_comm *comm;   /* tensor parallelism, NULL = one process */
 };
 
 static int alloc_scores(layer_scratch *s, int cap, int threads) {
@@ -87,6 +89,16 @@ int layer_scratch_reserve(layer_scratch *s, int max_ctx) {
 }
 
 int layer_scratch_max_rows(const layer_scratch *s) { return s->max_rows; }
+
+void layer_scratch_set_comm(layer_scratch *s, kb_comm *comm) {
+    s->comm = comm && kb_comm_size(comm) > 1 ? comm : NULL;
+}
+
+/* The row-parallel matmuls' partial sums, added over the ranks. */
+static void tp_sum(layer_scratch *s, float *y, size_t n) {
+    char err[256];
+    if (s->comm && kb_comm_allreduce_sum(s->comm, y, n, err, sizeof err)) kb_comm_abort(s->comm, 1, err);
+}
 
 static void add_bias(float *y, const float *bias, int m, int n) {
     if (!bias) return;
@@ -157,6 +169,7 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
                           s->scores, s->scores_floats);
     }
     kb_matmul(s->xo, s->att, &w->wo, n);
+    tp_sum(s, s->xo, (size_t)n * H);
     kb_add(x, s->xo, n, H);
 
     /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))) */
@@ -165,5 +178,6 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     kb_matmul(s->hu, s->xb, &w->w_up, n);
     kb_swiglu(s->hg, s->hg, s->hu, n, I);
     kb_matmul(s->xo, s->hg, &w->w_down, n);
+    tp_sum(s, s->xo, (size_t)n * H);
     kb_add(x, s->xo, n, H);
 }

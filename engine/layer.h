@@ -30,6 +30,13 @@ void layer_scratch_free(layer_scratch *s);
  * thread count. 0 ok, -1 out of memory (the old buffers stay usable). */
 int  layer_scratch_reserve(layer_scratch *s, int max_ctx);
 int  layer_scratch_max_rows(const layer_scratch *s);
+/* Tensor parallelism: cfg (above) is this rank's shard, and the outputs of
+ * o_proj and down (row-parallel) are summed over the ranks of comm before
+ * the residual add (kernels/comm.h: rank order, batch-invariant). A failed
+ * collective ends the job (kb_comm_abort): the layer calls cannot fail.
+ * NULL (the default) = one process. */
+struct kb_comm;
+void layer_scratch_set_comm(layer_scratch *s, struct kb_comm *comm);
 
 typedef struct {
     int n;              /* rows, ≤ max_rows */

@@ -140,6 +140,8 @@ void model_free(model *m) {
         for (int l = 0; l < m->cfg.n_layers; l++) layer_weights_free(&m->layers[l]);
     free(m->layers);
     free(m->final_norm);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     st_close(m->st);
     free(m);
 }
@@ -187,6 +189,10 @@ int model_load(model **out, const char *dir, char *err, size_t errlen) {
     } else {
         m->lm_head = m->embed;
     }
+    m->shard = m->cfg;
+    m->tp_size = 1;
+    m->lm_head_part = m->lm_head;
+    m->vocab_part = c->vocab_size;
     *out = m;
     return 0;
 fail:

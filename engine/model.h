@@ -25,12 +25,30 @@ typedef struct {
     kb_weight embed;               /* [V, H] */
     kb_weight lm_head;             /* [V, H]; == embed when tied */
     float *final_norm;             /* [H] */
-    layer_weights *layers;         /* [n_layers] */
+    layer_weights *layers;         /* [n_layers]; this rank's shard under tensor parallelism */
     char dir[4096];
+    /* Tensor parallelism (model_shard.c). With tp_size 1, shard == cfg and
+     * nothing below is used. Otherwise `layers` hold this rank's slice and
+     * shard gives its shapes (n_heads, n_kv_heads, intermediate_size), while
+     * cfg, embed, lm_head and final_norm stay whole: the residual stream is
+     * replicated, and rank 0's drafters (MTP, DSpark) read the whole head. */
+    model_config shard;
+    int tp_rank, tp_size;
+    int kv_head_lo;                /* first global kv head this rank holds */
+    kb_weight lm_head_part;        /* rows [vocab_lo, vocab_lo + lm_head_part.rows) of lm_head */
+    int vocab_lo, vocab_part;      /* vocab_part = ceil(vocab / tp_size), the padded shard width */
+    void **owned;                  /* copied slices (row-parallel matrices), freed with the model */
+    int n_owned;
 } model;
 
 /* Loads dir/config.json and the checkpoint in dir. */
 int  model_load(model **out, const char *dir, char *err, size_t errlen);
+/* Loads rank `rank` of a tp_size-way Megatron split (model_shard.c):
+ * attention heads (q/k/v column-parallel, o_proj row-parallel; kv heads
+ * replicated when there are fewer of them than ranks), MLP gate/up column-
+ * and down row-parallel, lm_head vocab-parallel. tp_size 1 = model_load.
+ * Errors name the shape that does not divide. */
+int  model_load_shard(model **out, const char *dir, int rank, int tp_size, char *err, size_t errlen);
 void model_free(model *m);
 
 /* Binds one decoder layer whose tensors are named prefix + "self_attn.q_proj.weight"

@@ -9,7 +9,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 APT_PKGS=(build-essential cmake pkg-config
   libcjson-dev libcsv-dev libpcre2-dev libomp-dev
   libmicrohttpd-dev libcurl4-openssl-dev gnuplot-nox
-  prometheus curl python3-venv clang libclang-rt-14-dev)
+  prometheus curl python3-venv clang libclang-rt-14-dev
+  libopenmpi-dev openmpi-bin)
 
 missing_pkgs() {
   local p

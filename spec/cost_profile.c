@@ -62,12 +62,13 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
         ps[np++] = times[reps / 2];
     }
     char src[600];
-    snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads", e->opts.model_dir, history,
-             kb_threads());
+    snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads, tp %d", e->opts.model_dir, history,
+             kb_threads(), fwd_tp_size(e->fwd));
     cost_curve_from_points(t, pr, ps, np, src);
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
     t->threads = kb_threads();
     t->history = history;
+    t->tp = fwd_tp_size(e->fwd);
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);
     n_open = 0;
     if (d) {

@@ -15,10 +15,11 @@
 #include "outfile.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "cli_tp.h"
 
 typedef struct {
     const char *model_dir, *prompt, *prompt_file, *stats_json;
-    int max_tokens, top_k, ignore_eos, depth;
+    int max_tokens, top_k, ignore_eos, depth, tp;
     drafter_opts dr;
     vpolicy_args verify;
     float temperature, top_p;
@@ -57,6 +58,8 @@ static void help(FILE *f) {
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
         "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
         "                      (written atomically)\n"
+        "  --tp N              tensor parallelism over N processes; start as\n"
+        "                      `mpirun -np N specbed generate ... --tp N` (default 1)\n"
         "  -h, --help          this text\n");
 }
 
@@ -84,6 +87,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--top-k")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 30, &o->top_k)) return -1; }
         else if (!strcmp(a, "--temperature")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 100, &o->temperature)) return -1; }
         else if (!strcmp(a, "--top-p")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 1, &o->top_p)) return -1; }
+        else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->tp)) return -1; }
         else if (!strcmp(a, "--seed")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_u64(CMD, a, v, &o->seed)) return -1; }
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
@@ -178,9 +182,14 @@ int cli_generate(int argc, char **argv) {
     double t0 = gen_now();
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = o.model_dir, .max_seqs = 1};
+    tp_job job;
+    if (tp_job_open(&job, CMD, o.tp)) { free(prompt_buf); return 1; }
+    if (job.rank > 0) { free(prompt_buf); return tp_job_worker(&job, CMD, eo); }
+    eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) {
         fprintf(stderr, "specbed generate: %s\n", err);
         free(prompt_buf);
+        if (job.comm) kb_comm_abort(job.comm, 1, NULL);
         return 1;
     }
     double load_s = gen_now() - t0;
@@ -240,5 +249,6 @@ out:
     vpolicy_free(sc_);
     drafter_free(d);
     gen_engine_free(e);
+    tp_job_close(&job);
     return rc;
 }

@@ -10,6 +10,7 @@
 #define CMD "specbed profile"
 #include "cost_profile.h"
 #include "drafters.h"
+#include "cli_tp.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -25,13 +26,15 @@ static void help(FILE *f) {
         "  --draft-model DIR   draft checkpoint for --drafter draft|dspark\n"
         "  --max-rows N        largest verify batch measured (default 128)\n"
         "  --history N         tokens already in each sequence's KV cache (default 256)\n"
-        "  --reps N            repetitions per point; the median is kept (default 5)\n");
+        "  --reps N            repetitions per point; the median is kept (default 5)\n"
+        "  --tp N              tensor parallelism over N processes (under `mpirun -np N`);\n"
+        "                      the table records the degree (default 1)\n");
 }
 
 int cli_profile(int argc, char **argv) {
     const char *model_dir = NULL, *out = NULL;
     drafter_opts dop = {.name = "none", .max_seqs = 8};
-    int max_rows = 128, history = 256, reps = 5;
+    int max_rows = 128, history = 256, reps = 5, tp = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); return 0; }
@@ -41,6 +44,7 @@ int cli_profile(int argc, char **argv) {
         else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.draft_model = v; }
         else if (!strcmp(a, "--max-rows")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 4096, &max_rows)) return 2; }
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
+        else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1000, &reps)) return 2; }
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
     }
@@ -49,7 +53,15 @@ int cli_profile(int argc, char **argv) {
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 8, .max_batch_rows = max_rows > 64 ? max_rows : 64,
                           .max_seq_len = history + max_rows + 64};
-    if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "specbed profile: %s\n", err); return 1; }
+    tp_job job;
+    if (tp_job_open(&job, CMD, tp)) return 1;
+    if (job.rank > 0) return tp_job_worker(&job, CMD, eo);
+    eo.comm = job.comm;
+    if (gen_engine_create(&e, &eo, err, sizeof err)) {
+        fprintf(stderr, "specbed profile: %s\n", err);
+        if (job.comm) kb_comm_abort(job.comm, 1, NULL);
+        return 1;
+    }
     drafter *d = NULL;
     cost_curve t;
     int rc = 1;
@@ -68,5 +80,6 @@ int cli_profile(int argc, char **argv) {
 out:
     drafter_free(d);
     gen_engine_free(e);
+    tp_job_close(&job);
     return rc;
 }
