@@ -61,8 +61,8 @@ int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, 
     const model_config *c = &m->cfg;
     const int nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim, I = c->intermediate_size;
     if (nh % tp || I % tp || (nkv % tp && tp % nkv)) {
-        errf(err, errlen, "%s: --tp %d does not divide the model: %d attention heads, %d kv heads "
-             "(a multiple of %d or a divisor of it), intermediate_size %d", dir, tp, nh, nkv, tp, I);
+        errf(err, errlen, "%s: --tp %d does not fit the model: attention heads (%d) and intermediate_size (%d) "
+             "must be multiples of %d, kv heads (%d) a multiple or a divisor of it", dir, tp, nh, I, tp, nkv);
         model_free(m);
         return -1;
     }

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct {
     MPI_Comm world;
@@ -29,10 +30,32 @@ static int mpi_allgather(kb_comm *c, const void *send, void *recv, size_t bytes,
     return 0;
 }
 
+/* A rank waiting for the leader's next step may wait for as long as the
+ * server is idle. MPI_Bcast would spin a core at 100% all that time, so the
+ * receivers poll a non-blocking broadcast: tight for the first ~20k tests
+ * (back-to-back steps arrive within them), then sleeping 10 µs doubling to
+ * 1 ms, which bounds the latency of the first step after an idle spell. */
+static void wait_polling(MPI_Request *rq) {
+    int done = 0;
+    for (int i = 0; i < 20000 && !done; i++) MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    long ns = 10000;
+    while (!done) {
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+        MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    }
+}
+
 static int mpi_bcast(kb_comm *c, void *buf, size_t bytes, int root, char *err, size_t errlen) {
     mpi_impl *m = c->impl;
     if (too_big(bytes, "broadcast", err, errlen)) return -1;
-    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, m->world);
+    /* every rank's broadcast is the non-blocking one: MPI does not match a
+     * blocking collective with a non-blocking one */
+    MPI_Request rq;
+    MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, m->world, &rq);
+    if (c->rank == root) MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    else wait_polling(&rq);
     return 0;
 }
 

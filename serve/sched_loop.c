@@ -154,6 +154,21 @@ static void *sched_main(void *arg) {
         admit(s);
         int n_wait = s->n_wait;
         if (atomic_load(&s->n_running) == 0) {
+            if (s->m.tp > 1 && !s->tp_synced) {
+                /* the other ranks free what the finished requests held, and
+                 * say what they hold now (disconnects must free everywhere) */
+                int pf[64];
+                int tp = s->m.tp < 64 ? s->m.tp : 64;
+                if (fwd_tp_sync(s->e->fwd, s->e->kv, pf, err, sizeof err)) {
+                    fprintf(s->log, "specbed serve: tensor-parallel sync failed: %s\n", err);
+                    atomic_store(&s->failed, 1);
+                    break;
+                }
+                pthread_mutex_lock(&s->m.mu);
+                for (int r = 0; r < tp; r++) s->m.tp_pages_used[r] = kv_pages_total(s->e->kv) - pf[r];
+                pthread_mutex_unlock(&s->m.mu);
+                s->tp_synced = 1;
+            }
             publish(s, n_wait);
             double idle0 = gen_now();
             pthread_cond_wait(&s->qcv, &s->qmu);
@@ -171,6 +186,7 @@ static void *sched_main(void *arg) {
         srv_declog_batch bt = {.running = spec_batch_running(s->b), .kv_tokens = spec_batch_tokens_in_kv(s->b),
                                .usage = pages ? (double)(pages - kv_pages_free(s->e->kv)) / pages : 0.0};
         s->step_no++;
+        s->tp_synced = 0;
         if (spec_batch_step(s->b, err, sizeof err)) {
             fprintf(s->log, "specbed serve: engine step failed: %s\n", err);
             fflush(s->log);

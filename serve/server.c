@@ -42,6 +42,15 @@ static void base_name(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)(n - b), dir + b);
 }
 
+gen_engine_opts server_engine_opts(const server_opts *o) {
+    /* Verify rows for every running request at any depth a request may ask
+     * for, plus room for a prefill chunk beside them. */
+    int rows = o->max_running * (SPEC_MAX_DEPTH + 1) + 64;
+    return (gen_engine_opts){.model_dir = o->model_dir, .max_seqs = o->max_running,
+                             .max_batch_rows = rows > 256 ? rows : 256, .max_seq_len = o->max_seq_len,
+                             .comm = o->comm};
+}
+
 int server_create(server **out, const server_opts *o, char *err, size_t errlen) {
     *out = NULL;
     if (!o->model_dir) return errf(err, errlen, "no model directory given");
@@ -62,12 +71,12 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     if (o->served_name) snprintf(s->served_name, sizeof s->served_name, "%s", o->served_name);
     else base_name(o->model_dir, s->served_name, sizeof s->served_name);
 
-    /* Verify rows for every running request at any depth a request may ask
-     * for, plus room for a prefill chunk beside them. */
-    int N = o->max_running, rows = N * (SPEC_MAX_DEPTH + 1) + 64;
-    gen_engine_opts eo = {.model_dir = o->model_dir, .max_seqs = N, .max_batch_rows = rows > 256 ? rows : 256,
-                          .max_seq_len = o->max_seq_len};
+    int N = o->max_running;
+    gen_engine_opts eo = server_engine_opts(o);
     if (gen_engine_create(&s->e, &eo, err, errlen)) goto fail;
+    s->m.tp = fwd_tp_size(s->e->fwd);
+    if (!(s->m.tp_pages_used = malloc((size_t)s->m.tp * sizeof(int)))) { errf(err, errlen, "out of memory"); goto fail; }
+    for (int r = 0; r < s->m.tp; r++) s->m.tp_pages_used[r] = -1;   /* not synced yet: not exported */
     s->V = s->e->m->cfg.vocab_size;
     s->im_start = tok_id(s->e->tok, "<|im_start|>");
     s->im_end = tok_id(s->e->tok, "<|im_end|>");
@@ -98,11 +107,11 @@ int server_create(server **out, const server_opts *o, char *err, size_t errlen) 
     if (srv_loop_start(s, err, errlen)) goto fail;
     if (srv_http_start(s, err, errlen)) goto fail;
     fprintf(s->log, "specbed serve: listening on http://%s%s%s:%d (model %s as '%s', drafter %s, depth %d, "
-            "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d, kernels %s x%d)\n",
+            "verify schedule %s, max-running %d, max-queue %d, context %d, batch rows %d, kernels %s x%d, tp %d)\n",
             strchr(s->o.host, ':') ? "[" : "", s->o.host, strchr(s->o.host, ':') ? "]" : "", s->port,
             o->model_dir, s->served_name, s->d ? s->d->ops->name : "none", s->d ? o->depth : 0,
             s->policy ? o->verify.name : "fixed", N, o->max_queue,
-            s->e->opts.max_seq_len, s->e->opts.max_batch_rows, kb_cpu_path(), kb_threads());
+            s->e->opts.max_seq_len, s->e->opts.max_batch_rows, kb_cpu_path(), kb_threads(), s->m.tp);
     if (o->fault_on) {
         char what[256];
         fault_describe(&s->o.fault, what, sizeof what);

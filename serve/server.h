@@ -38,6 +38,7 @@ typedef struct {
     spec_fault fault;
     double drain_s;              /* shutdown: how long running requests may finish */
     FILE *log;                   /* startup and decode-batch lines; NULL = stderr */
+    struct kb_comm *comm;        /* tensor parallelism: rank 0's communicator; NULL = one process */
 } server_opts;
 
 /* Fills the defaults: host 127.0.0.1, port 8000, depth 4, max_running 16,
@@ -49,6 +50,10 @@ void server_opts_default(server_opts *o);
 typedef struct server server;
 
 int  server_create(server **out, const server_opts *o, char *err, size_t errlen);
+/* The engine options server_create uses for o: ranks > 0 of a tensor-
+ * parallel server create their engine from the same (engine.h
+ * gen_engine_serve), so every rank has the same KV pool and batch size. */
+gen_engine_opts server_engine_opts(const server_opts *o);
 int  server_port(const server *s);            /* the bound port (useful with port 0) */
 /* Non-zero once the engine failed (every request then gets 500/503); the
  * CLI exits with status 1 when it sees this. */

@@ -102,6 +102,8 @@ typedef struct {
     int depth;                    /* the server's --depth (0 without a drafter) */
     int running, waiting, pages_used, pages_total;
     long tokens_in_kv;
+    int tp;                       /* tensor-parallel ranks (1 = one process) */
+    int *tp_pages_used;           /* [tp] each rank's pages in use at the last idle sync (-1 = none yet) */
     /* counters the scheduler adds to */
     long prompt_tokens, generation_tokens;
     long finished[3];             /* stop, length, abort */
@@ -143,6 +145,7 @@ struct server {
     atomic_int failed;
     atomic_long req_counter;
     long step_no;                 /* scheduler only */
+    int tp_synced;                /* scheduler only: the other ranks' KV matches since the last step */
     long gen_total;               /* scheduler only: tokens generated */
     srv_declog dl;                /* scheduler only */
 

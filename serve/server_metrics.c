@@ -26,7 +26,11 @@ void srv_metrics_init(srv_metrics *m) {
     m->e2e.le = e2e_le;   m->e2e.n = NB(e2e_le);
 }
 
-void srv_metrics_destroy(srv_metrics *m) { pthread_mutex_destroy(&m->mu); }
+void srv_metrics_destroy(srv_metrics *m) {
+    free(m->tp_pages_used);
+    m->tp_pages_used = NULL;
+    pthread_mutex_destroy(&m->mu);
+}
 
 void srv_hist_observe(srv_hist *h, double v) {
     for (int i = 0; i < h->n; i++)
@@ -67,6 +71,13 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
           m->pages_total ? (double)m->pages_used / m->pages_total : 0.0);
     gauge(&b, "kv_cache_pages_used", "KV-cache pages held by requests.", m->pages_used);
     gauge(&b, "kv_cache_num_pages", "KV-cache pages in the pool.", m->pages_total);
+    if (m->tp > 1 && m->tp_pages_used) {
+        head(&b, "kv_cache_pages_used_by_rank", "gauge",
+             "KV-cache pages in use on each tensor-parallel rank, as of the last time the batch was empty.");
+        for (int r = 0; r < m->tp; r++)
+            if (m->tp_pages_used[r] >= 0)
+                strbuf_printf(&b, "specbed:kv_cache_pages_used_by_rank{rank=\"%d\"} %d\n", r, m->tp_pages_used[r]);
+    }
     gauge(&b, "num_tokens_in_kv", "Tokens held in the KV cache by running requests.", (double)m->tokens_in_kv);
     counter(&b, "prompt_tokens_total", "Prefill tokens processed.", (double)m->prompt_tokens);
     counter(&b, "generation_tokens_total", "Generation tokens produced.", (double)m->generation_tokens);

@@ -12,6 +12,7 @@
 #define CMD "specbed serve"
 #include "verify_policy.h"
 #include "server.h"
+#include "cli_tp.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -61,6 +62,8 @@ static void help(FILE *f) {
         "                                positions < B (128) after token ID (default the newline token)\n"
         "                              window below=B  keys more than B (128) positions back invisible\n"
         "                              nondet p=P  one logits row per step perturbed, per-process seed\n"
+        "  --tp N                    tensor parallelism over N processes: start as\n"
+        "                            `mpirun -np N specbed serve ... --tp N`; rank 0 serves HTTP\n"
         "  -h, --help                this text\n"
         "\n"
         "Request fields: model, prompt (completions: string or token ids) / messages (chat),\n"
@@ -73,7 +76,7 @@ static void help(FILE *f) {
         "                         absent = the server's --depth\n");
 }
 
-static int parse(int argc, char **argv, server_opts *o) {
+static int parse(int argc, char **argv, server_opts *o, int *tp) {
     server_opts_default(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -108,6 +111,7 @@ static int parse(int argc, char **argv, server_opts *o) {
         else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; }
         else if (!strcmp(a, "--max-connections")) { VAL(); if (opt_int(CMD, a, v, 4, 65536, &o->max_connections)) return -1; }
         else if (!strcmp(a, "--http-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->http_timeout_s)) return -1; }
+        else if (!strcmp(a, "--tp")) { VAL(); if (opt_int(CMD, a, v, 1, 64, tp)) return -1; }
         else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
         else if (!strcmp(a, "--inject-fault")) {
             o->fault_on = 1;
@@ -127,19 +131,25 @@ static int parse(int argc, char **argv, server_opts *o) {
 
 int cli_serve(int argc, char **argv) {
     server_opts o;
-    if (parse(argc, argv, &o)) return 2;
+    int tp = 1;
+    if (parse(argc, argv, &o, &tp)) return 2;
     /* Signals are taken synchronously by this thread; every thread the
-     * server starts inherits the blocked mask. */
+     * server (and MPI, under --tp) starts inherits the blocked mask. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    tp_job job;
+    if (tp_job_open(&job, CMD, tp)) return 1;
+    if (job.rank > 0) return tp_job_worker(&job, CMD, server_engine_opts(&o));
+    o.comm = job.comm;
     char err[1024];
     server *s;
     if (server_create(&s, &o, err, sizeof err)) {
         fprintf(stderr, "specbed serve: %s\n", err);
+        if (job.comm) kb_comm_abort(job.comm, 1, NULL);
         return 1;
     }
     if (o.fault_on && !strcmp(o.dr.name, "none"))
@@ -155,7 +165,8 @@ int cli_serve(int argc, char **argv) {
         }
         if (server_failed(s)) { rc = 1; break; }
     }
-    server_free(s);
+    server_free(s);   /* stops the other ranks too */
+    tp_job_close(&job);
     fprintf(stderr, "specbed serve: stopped\n");
     return rc;
 }

@@ -1,0 +1,27 @@
+/* lossless.h — the check that speculation never changes greedy output,
+ * shared by test_spec_lossless (one process) and test_tp (tensor parallel):
+ * for each depth and batch size, spec_run's tokens with the drafter equal
+ * the plain loop's (engine/generate.c, a separate implementation) token for
+ * token, the drafter proposed something at every depth (a disarmed drafter
+ * would trivially "pass"), and every KV page came back. Failures are
+ * CHECKs (test_util.h). */
+#ifndef SPECBED_TESTS_LOSSLESS_H
+#define SPECBED_TESTS_LOSSLESS_H
+#include "drafters.h"
+
+enum { LL_NP = 8, LL_MAXP = 400, LL_GEN = 32 };
+
+typedef struct {
+    const char *label;
+    drafter_opts dopt;
+    int need_accept;   /* this drafter must get drafts accepted */
+} ll_config;
+
+/* Returns the tokens compared. */
+long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
+              int n_depths, const int *batches, int n_batches);
+/* The first n prompts of workloads/NAME.jsonl, tokenized, the last part of
+ * each kept (mixed lengths, at most LL_MAXP tokens). Returns how many. */
+int  ll_load_prompts(gen_engine *e, const char *workload, int prompts[][LL_MAXP], int *lens, int n);
+
+#endif
