@@ -9,7 +9,8 @@
  * Unlike the load generator, this program links the engine: it measures the
  * engine itself, below HTTP. It uses only the public forward/KV API.
  *
- * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] */
+ * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--tp N]
+ * (--tp N under `mpirun -np N`: rank 0 measures, the others serve its forwards) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "csv_row.h"
 #include "forward.h"
 #include "generate.h"
+#include "cli_tp.h"
 
 static double median(double *v, int n) {
     for (int i = 1; i < n; i++)
@@ -61,8 +63,8 @@ static size_t weight_bytes(const model *m) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
-    int reps = 5, ctx = 256;
-    static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N]\n"
+    int reps = 5, ctx = 256, tp = 1;
+    static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--tp N]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -71,6 +73,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--model")) dir = v;
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--reps")) { if (opt_int("bench_engine", a, v, 1, 1000, &reps)) return 2; }
+        else if (!strcmp(a, "--tp")) { if (opt_int("bench_engine", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
         else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
@@ -83,6 +86,10 @@ int main(int argc, char **argv) {
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = dir, .max_seqs = MAXB, .max_batch_rows = MAXB * MAXR > ctx ? MAXB * MAXR : ctx,
                           .max_seq_len = ctx + 2 * MAXR * (reps + 2) + 8};
+    tp_job job;
+    if (tp_job_open(&job, "bench_engine", tp)) return 1;
+    if (job.rank > 0) return tp_job_worker(&job, "bench_engine", eo);
+    eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_engine: %s\n", err); return 1; }
     const model_config *c = &e->m->cfg;
     char tmp_out[4200];
@@ -90,8 +97,8 @@ int main(int argc, char **argv) {
     FILE *csv = out ? fopen(tmp_out, "w") : NULL;   /* renamed over --out when complete */
     if (out && !csv) { fprintf(stderr, "bench_engine: cannot write %s\n", out); gen_engine_free(e); return 1; }
     if (csv) fprintf(csv, "metric,batch,rows_per_seq,value,unit\n");
-    printf("model %s: %d layers, hidden %d, vocab %d, threads %d, kernels %s\n", dir, c->n_layers, c->hidden_size,
-           c->vocab_size, kb_threads(), kb_cpu_path());
+    printf("model %s: %d layers, hidden %d, vocab %d, threads %d, kernels %s, tp %d\n", dir, c->n_layers,
+           c->hidden_size, c->vocab_size, kb_threads(), kb_cpu_path(), job.size);
 
     /* Token ids: a deterministic spread over the vocabulary. */
     int *toks = malloc(sizeof(int) * (size_t)(ctx + MAXB * MAXR));
@@ -170,8 +177,9 @@ int main(int argc, char **argv) {
     double roof = gbs * 1e9 / (double)wb;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
     printf("memory bandwidth (STREAM copy): %.1f GB/s\n", gbs);
-    printf("weights read per decode token: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
-           wb / 1e6, roof, 100.0 * decode_tps / roof);
+    printf("weights read per decode token%s: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
+           job.size > 1 ? " (rank 0's shard; each rank reads its own in parallel)" : "", wb / 1e6, roof,
+           100.0 * decode_tps / roof);
     if (csv) {
         const char *names[5] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
                                 "weight_mb_per_token", "roofline_tokens_per_s"};
@@ -192,5 +200,6 @@ int main(int argc, char **argv) {
     free(toks); free(logits);
     for (int b = 0; b < MAXB; b++) kv_seq_free(e->kv, seqs[b]);
     gen_engine_free(e);
+    tp_job_close(&job);
     return 0;
 }

@@ -29,6 +29,7 @@
 #include "drafters.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "cli_tp.h"
 
 typedef struct {
     int **ids;
@@ -79,12 +80,12 @@ static void free_set(prompt_set *ps) {
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
-    int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8;
+    int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1;
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
         "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
-        "                  [--depths A-B] [--out F.csv]\n";
+        "                  [--depths A-B] [--out F.csv] [--tp N (under mpirun -np N)]\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -97,6 +98,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
         else if (!strcmp(a, "--workloads")) snprintf(workloads_s, sizeof workloads_s, "%s", v);
+        else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
@@ -114,6 +116,10 @@ int main(int argc, char **argv) {
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};
+    tp_job job;
+    if (tp_job_open(&job, "bench_spec", tp)) return 1;
+    if (job.rank > 0) return tp_job_worker(&job, "bench_spec", eo);
+    eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
     cost_curve cost = {0};   /* loaded or profiled once, by the first policy that needs it */
     /* the repo root: workloads live next to bench/ */
@@ -266,5 +272,6 @@ int main(int argc, char **argv) {
         if (rename(tmp_out, out)) { fprintf(stderr, "bench_spec: cannot write %s\n", out); rc = 1; }
     }
     gen_engine_free(e);
+    tp_job_close(&job);
     return rc;
 }
