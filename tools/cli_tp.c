@@ -7,11 +7,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "backend.h"
 
 int tp_job_open(tp_job *job, const char *cmd, int tp) {
-    *job = (tp_job){.comm = NULL, .rank = 0, .size = 1};
+    *job = (tp_job){.comm = NULL, .boot = NULL, .rank = 0, .size = 1};
     if (tp <= 1) return 0;
     char err[1024];
     if (kb_comm_open_mpi(&job->comm, tp, err, sizeof err)) {
@@ -20,6 +21,21 @@ int tp_job_open(tp_job *job, const char *cmd, int tp) {
     }
     job->rank = kb_comm_rank(job->comm);
     job->size = kb_comm_size(job->comm);
+    /* diagnostic: carry the collectives over NCCL (one GPU per rank, host
+     * buffers staged) instead of MPI; MPI stays the job's launcher */
+    const char *kind = getenv("SPECBED_TP_COMM");
+    if (kind && strcmp(kind, "mpi")) {
+        kb_comm *n = NULL;
+        int bad = strcmp(kind, "nccl") != 0;
+        if (bad) snprintf(err, sizeof err, "SPECBED_TP_COMM=%s: expected mpi or nccl", kind);
+        if (bad || kb_comm_open_nccl(&n, job->comm, err, sizeof err)) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: %s", cmd, err);
+            kb_comm_abort(job->comm, 1, msg);
+        }
+        job->boot = job->comm;
+        job->comm = n;
+    }
     /* mpirun binds each rank to its own core when the ranks fit; when it
      * does not (--oversubscribe, --bind-to none), split the CPUs instead of
      * letting every rank start a thread per CPU */
@@ -57,5 +73,6 @@ int tp_job_worker(tp_job *job, const char *cmd, gen_engine_opts eo) {
 
 void tp_job_close(tp_job *job) {
     kb_comm_free(job->comm);
-    job->comm = NULL;
+    if (job->boot != job->comm) kb_comm_free(job->boot);
+    job->comm = job->boot = NULL;
 }

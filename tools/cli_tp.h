@@ -8,13 +8,15 @@
 #include "engine.h"
 
 typedef struct {
-    kb_comm *comm;   /* NULL when tp ≤ 1 */
+    kb_comm *comm;   /* the collectives' communicator; NULL when tp ≤ 1 */
+    kb_comm *boot;   /* the MPI one under it when comm is NCCL (SPECBED_TP_COMM=nccl), else NULL */
     int rank, size;
 } tp_job;
 
 /* tp ≤ 1: a single process, nothing opened. Otherwise opens MPI (the job
  * must have exactly tp ranks) and, unless OMP_NUM_THREADS says otherwise,
- * gives each rank an equal share of this host's CPUs. Prints the error
+ * gives each rank an equal share of this host's CPUs. SPECBED_TP_COMM=nccl
+ * (a diagnostic) moves the collectives to NCCL. Prints the error
  * with cmd as prefix and returns -1 on failure. */
 int  tp_job_open(tp_job *job, const char *cmd, int tp);
 /* Ranks > 0: creates the engine from eo (eo.comm is set here), serves rank
