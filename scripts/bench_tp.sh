@@ -19,7 +19,7 @@ one() {   # one ARM ROUND: runs bench_engine, appends "arm metric value" lines
   else
     mpirun -np "$N" --bind-to core "$B/bench_engine" --model "$M" --reps 5 --tp "$N" --out "$out" >/dev/null
   fi
-  awk -F, -v arm="$1" '
+  awk -F, -v arm="$1" '{ gsub(/"/, "") }
     $1=="prefill_tokens_per_s" || $1=="decode_tokens_per_s" { print arm, $1, $4 }
     $1=="forward_ms" && (($2==1 && ($3==1 || $3==8)) || ($2==16 && $3==8)) { print arm, "ms_b" $2 "_r" $3, $4 }
   ' "$out" >>"$TMP/all"
