@@ -264,6 +264,7 @@ static int run_load(cn_run *R, char *err, size_t errlen) {
     c->wl = &R->sw;
     c->shuffle = 0;
     c->temperature = 0;
+    c->top_p = 1;
     if (!o->lo.set_interval) c->interval_s = 2.0;
     c->max_tokens = R->max_tokens;
     if (!c->use_profile && c->rate == 0) {

@@ -37,6 +37,7 @@ int cn_probe_requests(const cn_run *R, const workload *w, int spec_depth, int ma
     c.shuffle = 0;
     c.first_item = 0;
     c.temperature = 0;
+    c.top_p = 1;
     c.spec_depth = spec_depth;
     c.max_tokens = max_tokens;
     /* A probe is not judged by its intervals; but a speculation-off pass

@@ -23,6 +23,8 @@ const char LOAD_CLI_HELP[] =
     "                        or unlimited with --duration / --profile)\n"
     "  --max-tokens N        output tokens per request (default: the row's, else 128)\n"
     "  --temperature T       default 0 (greedy)\n"
+    "  --top-p P             nucleus sampling mass in (0, 1], sent as top_p when < 1\n"
+    "                        (default 1: not sent, the server's default)\n"
     "  --seed S              request seed and prompt-order shuffle (default 0)\n"
     "  --no-shuffle          send prompts in file order\n"
     "  --ignore-eos          ask the server to ignore end-of-text\n"
@@ -87,6 +89,11 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
     else if (!strcmp(a, "--num-prompts")) { VAL(); if (opt_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
     else if (!strcmp(a, "--max-tokens")) { VAL(); if (opt_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
     else if (!strcmp(a, "--temperature")) { VAL(); if (opt_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
+    else if (!strcmp(a, "--top-p")) {
+        VAL();
+        if (opt_double(cmd, a, v, 0, 1, &c->top_p)) return -1;
+        if (!(c->top_p > 0)) { fprintf(stderr, "%s: --top-p must be in (0, 1], got '%s'\n", cmd, v); return -1; }
+    }
     else if (!strcmp(a, "--seed")) {
         VAL();
         char *e;

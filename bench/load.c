@@ -24,6 +24,7 @@ void ld_config_defaults(ld_config *c) {
     c->concurrency = 1;
     c->burstiness = 1.0;
     c->interval_s = 5.0;
+    c->top_p = 1.0;
     c->msrc = MSRC_AUTO;
     c->spec_depth = -1;
     c->shuffle = 1;
@@ -286,6 +287,9 @@ static int build_body(run_ctx *x, const wl_item *it, char **out, int *max_tokens
     *max_tokens = mt;
     cJSON_AddNumberToObject(j, "max_tokens", mt);
     cJSON_AddNumberToObject(j, "temperature", c->temperature);
+    /* only when set: every OpenAI-style server (vLLM, SGLang, llama-server)
+     * takes top_p, and leaving it out keeps its default rather than ours */
+    if (c->top_p > 0 && c->top_p < 1) cJSON_AddNumberToObject(j, "top_p", c->top_p);
     cJSON_AddNumberToObject(j, "seed", (double)(c->seed & 0xffffffffu));
     cJSON_AddBoolToObject(j, "stream", 1);
     cJSON *so = cJSON_AddObjectToObject(j, "stream_options");

@@ -52,6 +52,7 @@ typedef struct {
     int num_prompts;             /* requests to send; 0 = until the profile / duration ends */
     int max_tokens;              /* 0 = the row's max_tokens, else LD_DEFAULT_MAX_TOKENS */
     double temperature;
+    double top_p;                /* nucleus mass sent as "top_p" when < 1 (1 = off, not sent) */
     uint64_t seed;
     int concurrency;             /* closed loop (used when rate == 0 and no profile) */
     double rate, burstiness;     /* open loop when rate > 0 (INFINITY = all at once) */

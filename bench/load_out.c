@@ -266,6 +266,7 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddStringToObject(j, "specbed_workload", c->wl ? c->wl->name : "");
     cJSON_AddStringToObject(j, "specbed_metrics_source", msrc_name(r->msrc));
     cJSON_AddNumberToObject(j, "specbed_temperature", c->temperature);
+    cJSON_AddNumberToObject(j, "specbed_top_p", c->top_p);
     cJSON_AddNumberToObject(j, "specbed_seed", (double)c->seed);
     cJSON_AddNumberToObject(j, "specbed_interval_s", c->interval_s);
     if (c->spec_depth >= 0) cJSON_AddNumberToObject(j, "specbed_spec_depth", c->spec_depth);

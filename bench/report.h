@@ -93,7 +93,7 @@ typedef struct {
     char cost_tables[16][2][600];      /* sweep.json's --profile-cmd results: drafter, path */
     int n_cost_tables;
     char loadavg_start[64], loadavg_end[64], started[32];
-    double temperature, wall_s;
+    double temperature, top_p, wall_s;
     long long order_seed, seed;
     int repeats_planned, repeats_done, n_boot;
     char gave_up[2048];                /* what --budget gave up, "" none */

@@ -94,6 +94,7 @@ static void load_manifest(rp_sweep *s, cJSON *m) {
     jstr(m, "loadavg_end", s->loadavg_end, sizeof s->loadavg_end);
     jstr(m, "started", s->started, sizeof s->started);
     s->temperature = jnum(m, "temperature", 0);
+    s->top_p = jnum(m, "top_p", 1);
     s->wall_s = jnum(m, "wall_s", NAN);
     s->order_seed = (long long)jnum(m, "order_seed", -1);
     s->seed = (long long)jnum(m, "seed", 0);

@@ -64,7 +64,11 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
             s->repeats_done >= 0 ? s->repeats_done : s->repeats_planned, s->repeats_planned, s->order_seed,
             s->temperature > 0 ? "sampled" : "greedy", s->seed, s->loadavg_start[0] ? s->loadavg_start : "not recorded",
             s->loadavg_end[0] ? s->loadavg_end : "not recorded", s->gave_up[0] ? " **Budget:** " : "", s->gave_up);
-    if (s->temperature > 0) fprintf(f, "Temperature %.2f.\n\n", s->temperature);
+    if (s->temperature > 0) {
+        fprintf(f, "Temperature %.2f", s->temperature);
+        if (s->top_p < 1) fprintf(f, ", top-p %.2f", s->top_p);
+        fprintf(f, ".\n\n");
+    }
 
     /* ---- the decision ---- */
     fprintf(f, "## Recommendation\n\n");

@@ -237,6 +237,7 @@ static cJSON *manifest(const sweep_opts *o) {
     if (o->lo.c.max_tokens > 0) cJSON_AddNumberToObject(j, "max_tokens", o->lo.c.max_tokens);
     else cJSON_AddStringToObject(j, "max_tokens_source", "workload rows (128 where a row has none)");
     cJSON_AddNumberToObject(j, "temperature", o->lo.c.temperature);
+    cJSON_AddNumberToObject(j, "top_p", o->lo.c.top_p);
     cJSON_AddNumberToObject(j, "block_size", o->block_size);
     cJSON_AddStringToObject(j, "block_size_source", o->block_src);
     if (o->cost_table) cJSON_AddStringToObject(j, "cost_table", o->cost_table);

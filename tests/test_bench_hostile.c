@@ -53,6 +53,7 @@ typedef struct {
     hs_mode mode;
     atomic_long drafted_requests;    /* requests that "speculated": the draft counters follow them */
     atomic_long metrics_bytes;       /* the most one /metrics reply sent */
+    atomic_long top_p_bodies;        /* completion requests that carried "top_p" */
     char *sse;                       /* reasoning mode: the fixture stream */
 } hs_server;
 
@@ -158,6 +159,7 @@ static void completion(hs_server *s, int fd, const char *body) {
         reasoning(s, fd);
         return;
     default:
+        if (strstr(body, "\"top_p\":")) atomic_fetch_add(&s->top_p_bodies, 1);
         normal_stream(fd);
         /* counters move with each speculative request; honors-depth leaves
          * spec_depth 0 requests out, as specbed does */
@@ -411,6 +413,32 @@ static void test_canary_spec_check(const char *tmp) {
     }
 }
 
+/* --top-p reaches the request body only when set (the server's default
+ * stays otherwise) and is recorded in the summary. */
+static void test_top_p(void) {
+    hs_server s;
+    if (hs_start(&s, HS_NORMAL)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.http.url);
+    c.num_prompts = 2;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECKF(atomic_load(&s.top_p_bodies) == 0, "top_p sent without --top-p");
+    ld_result_free(r);
+    c.temperature = 0.8;
+    c.top_p = 0.9;
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECKF(atomic_load(&s.top_p_bodies) == 2, "top_p in %ld of 2 requests", atomic_load(&s.top_p_bodies));
+    ld_pcts pc;
+    ld_pcts_parse("99", &pc, NULL, 0);
+    cJSON *j = r ? ld_summary_json(&c, r, &pc) : NULL;
+    CHECK(fabs(json_num(j, "specbed_top_p") - 0.9) < 1e-12 && fabs(json_num(j, "specbed_temperature") - 0.8) < 1e-12);
+    cJSON_Delete(j);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
 int main(void) {
     alarm(120);   /* backstop: a hang is a failure, not a stuck ctest */
     char err[512];
@@ -427,6 +455,7 @@ int main(void) {
     test_endless_metrics(tmp);
     test_reasoning(tmp);
     test_spec_depth_ignored();
+    test_top_p();
     test_canary_spec_check(tmp);
     fprintf(stderr, "test_bench_hostile: %.1f s\n", now_s() - t0);
     http_cleanup();
