@@ -20,6 +20,9 @@
 #        p whose corrupted-request share is nearest the incident's 39/1000 at
 #        depth 5; measured here, see the power table), NI (interval-only
 #        launches, 20)
+#        KINDS (main-table kinds, default "collision flat nondet window batch
+#        clean"; batch = collision,scope=batch: the whole decode batch of the
+#        step hit, as a kernel-wide transient collision would),
 #        TABLES_ONLY=1: launch nothing, print the tables and redraw the figure
 #        from an existing OUT/launches.csv
 # Needs jq; gnuplot for the figure (scripts/canary_power_plot.sh; skipped without it).
@@ -33,6 +36,7 @@ PS="${PS:-0.01 0.015 0.03 0.1 0.3 1}"
 P_INCIDENT="${P_INCIDENT:-0.015}"
 NI="${NI:-20}"
 NT="${NT:-10}"
+KINDS="${KINDS:-collision flat nondet window batch clean}"
 TINY="$ROOT/models/tiny"; TINY_DRAFT="$ROOT/models/tiny-draft"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 command -v jq >/dev/null || { echo "canary_power: needs jq" >&2; exit 2; }
@@ -79,15 +83,15 @@ one() {
 }
 
 # 1. main table, depth 5: each fault kind's default profile, and clean
-for i in $(seq 1 "$N"); do
-  one main collision 5 0.25 "$i" "collision" ""
-  one main flat 5 - "$i" "flat" ""
-  one main nondet 5 - "$i" "nondet" ""
-  one main clean 5 - "$i" "" ""
-done
-# the server refuses window: say so from its own words
-"$BIN" serve --model "$MODEL" --port 0 --inject-fault window >"$OUT/window.txt" 2>&1 &
-WPID=$!; sleep 3; kill "$WPID" 2>/dev/null; wait "$WPID" 2>/dev/null
+main_one() {   # main_one KIND I
+  case "$1" in
+    collision) one main collision 5 0.25 "$2" "collision" "" ;;
+    batch) one main batch 5 0.25 "$2" "collision,scope=batch" "" ;;
+    clean) one main clean 5 - "$2" "" "" ;;
+    *) one main "$1" 5 - "$2" "$1" "" ;;
+  esac
+}
+for i in $(seq 1 "$N"); do for k in $KINDS; do main_one "$k" "$i"; done; done
 # 2. collision power curve: p × depth
 for d in 3 5 7; do for p in $PS; do for i in $(seq 1 "$NP"); do
   one power collision "$d" "$p" "$i" "collision,p=$p" ""
@@ -117,7 +121,7 @@ main_table() {
 echo
 echo "| $2 | launches | canary failed | exit 3 (inconclusive) | first flag after first /health 200, s (min / median / max) | check that fired first | interval signature fired (launches; intervals judged) | lowest judged interval accept length per launch (min / max) | threshold |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for k in collision flat nondet clean; do
+for k in collision batch flat nondet window clean; do
   awk -F, -v s="$1" -v k="$k" '$1==s && $2==k' "$CSV" | sort -t, -k9,9g | awk -F, -v k="$k" '
     { n++; if ($6==1) { f++; if ($9!="") t[++nt]=$9; ch[$8]++ } if ($6==3) inc++; if ($14>0) iv++; jd+=$13;
       if ($11!="") { na++; if (lo=="" || $11+0<lo+0) lo=$11; if (hi=="" || $11+0>hi+0) hi=$11 } thr=$12 }
@@ -125,7 +129,7 @@ for k in collision flat nondet clean; do
       if (!n) exit;
       med = nt ? t[int((nt+1)/2)] : "";
       s = ""; for (c in ch) s = s (s?", ":"") c " " ch[c];
-      printf "| %s | %d | **%d of %d** | %d | %s | %s | %d of %d (%d judged) | %s / %s | %s |\n", (k=="clean"?"none (clean)":"`" k "`"), n, f, n, inc,
+      printf "| %s | %d | **%d of %d** | %d | %s | %s | %d of %d (%d judged) | %s / %s | %s |\n", (k=="clean"?"none (clean)":k=="batch"?"`collision,scope=batch`":"`" k "`"), n, f, n, inc,
         nt ? sprintf("%.2f / %.2f / %.2f", t[1], med, t[nt]) : "—", s ? s : "—", iv, n, jd, na ? sprintf("%.3f", lo) : "—",
         na ? sprintf("%.3f", hi) : "—", thr == "" ? "—" : sprintf("%.3f", thr) }'
 done
@@ -134,7 +138,6 @@ done
 # ---- tables ----
 {
 main_table main "fault (fixture, depth 5)"
-echo "| \`window\` | 0 | — | — | — | refused by the server: $(grep -m1 -i 'window' "$OUT/window.txt" | cut -c1-120) | — | — | — |"
 echo
 echo "Collision power curve (fault \`collision,p=P\`, $NP launches per cell, canary with every check; the interval columns are the same runs' interval check, which does not depend on the content checks)"
 echo

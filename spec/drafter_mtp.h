@@ -1,27 +1,52 @@
-/* drafter_mtp.h — the DeepSeek-V3 multi-token-prediction module as a
- * drafter (DESIGN §5; reference: scripts/tiny_modules.py MTP and
- * scripts/eval_drafters.py mtp_drafts).
+/* drafter_mtp.h — the DeepSeek-V3 multi-token-prediction modules as a
+ * drafter (DESIGN §5; reference: scripts/tiny_modules.py MTP,
+ * scripts/eval_drafters.py mtp_drafts, and for several modules
+ * scripts/make_drafter_fixture.py mtp_chain_multi).
  *
- * Weights: the first MTP module of the target's own checkpoint,
- * model.layers.{num_hidden_layers}.{enorm,hnorm,eh_proj,<Qwen3 block>}
- * (config num_nextn_predict_layers ≥ 1); embedding, final norm and lm_head
- * are the target's. Further modules (num_nextn_predict_layers > 1) are not
- * used: depth beyond one chains the first module, as with one module.
+ * Weights: the target's own checkpoint (config num_nextn_predict_layers
+ * n ≥ 1); module j (0 ≤ j < n) is
+ * model.layers.{num_hidden_layers + j}.{enorm,hnorm,eh_proj,<Qwen3 block>}
+ * with its own shared_head.norm / shared_head.head when present; embedding,
+ * and otherwise final norm and lm_head, are the target's.
  *
  * Rows. MTP row i takes [enorm(Emb(t_{i+1})); hnorm(h_i)] (embedding first),
  * eh_proj, one decoder block at RoPE position i, causal over the module's
- * own rows, then the target's final norm (giving g_i) and lm_head; it
- * predicts t_{i+2}. h_i is the target's hidden state after its final norm
- * (tap FWD_TAP_FINAL_NORM), for the row that produced t_{i+1}.
+ * own rows, then the module's final norm (giving g_i) and head; it predicts
+ * t_{i+2}. h_i is the target's hidden state after its final norm (tap
+ * FWD_TAP_FINAL_NORM), for the row that produced t_{i+1}.
  *
- * Drafting after x_0..x_N: the module's own KV cache holds the true rows
- * 0..N-1 (each needs h_i, known once the target has run row i, and
- * t_{i+1}); d_1 comes from row N-1. Draft j+1 (chaining) is row N-1+j with
- * input [Emb(d_j); g of the previous row] at position N-1+j, attending the
- * true rows 0..N-1 and the earlier chained rows. Chained rows are dropped
- * (truncation) after each proposal; true rows are added as the target's
- * hidden states arrive (begin: the prompt's; accept: the verify rows'),
- * and fed lazily at the next propose, batched across sequences. */
+ * Drafting after x_0..x_N: draft step k (0-based) is computed by module
+ * k mod n. Step 0 (d_1) is module 0's true row N-1. Step k ≥ 1 (d_{k+1}) is
+ * the chained row N-1+k with input [Emb(d_k); g of step k-1] at position
+ * N-1+k. Depth beyond n keeps chaining: module 0 again at step n, etc.
+ *
+ * KV. One KV layer per module (layer j = module j), one sequence per slot.
+ * Every module's layer holds every row of the sequence: the true rows
+ * 0..N-1 (each module's own K/V of the row's input pair) and, during a
+ * proposal, the chained rows (each module's own K/V of [Emb(d_k); g]),
+ * so a module never attends to a position it did not write. Only module
+ * k mod n's block runs in full at step k; the others compute K/V only.
+ * With n = 1 this is the one-module drafter: the true rows plus the chain.
+ * Chained rows are dropped (truncation) after each proposal; true rows are
+ * added as the target's hidden states arrive (begin: the prompt's; accept:
+ * the verify rows'), and fed lazily at the next propose, batched across
+ * sequences.
+ *
+ * vLLM (vllm/model_executor/models/deepseek_mtp.py, DeepSeekMultiTokenPredictor):
+ * forward() and compute_logits() use layers[num_hidden_layers +
+ * spec_step_idx % num_mtp_layers], each with its own shared_head; each
+ * module's mtp_block is a decoder layer of its own (prefix
+ * model.layers.{idx}), so it has its own KV cache layer, written only at
+ * the steps that module runs (so module j ≥ 1 never writes the true rows).
+ * Step 0's hidden input is the target's hidden states; step k's is the
+ * previous step's module output before shared_head.norm. vllm/config/
+ * speculative.py wants num_speculative_tokens ≤ n or a multiple of n ("MTP
+ * module reuse"). Its V1 proposer (vllm/v1/spec_decode/eagle.py) calls the
+ * model without spec_step_idx, so there module 0 drafts every step.
+ * specbed: the same k mod n choice and per-module heads and KV layers, at
+ * any depth 1..16; differences: every module's KV layer is kept complete
+ * (above), and the hidden chained is g after the module's final norm (the
+ * one-module convention of tiny_modules.py, kept for every module). */
 #ifndef SPECBED_DRAFTER_MTP_H
 #define SPECBED_DRAFTER_MTP_H
 #include "drafter.h"
@@ -34,7 +59,8 @@ typedef struct {
 } mtp_opts;
 
 /* target: the loaded target model (borrowed; must outlive the drafter). Fails,
- * naming the checkpoint, if it has no MTP module. */
+ * naming the checkpoint and tensor, if it has no MTP module or one of its
+ * num_nextn_predict_layers modules is missing. */
 int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *target, char *err, size_t errlen);
 
 /* Test hook: while set, each propose writes the logits behind every draft of
