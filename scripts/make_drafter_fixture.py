@@ -25,12 +25,30 @@ numbers they reach are printed. Forwards are tiny_modules.py's (the
 reference); this script only adds the K > γ chaining rule of
 spec/drafter_dspark.h, which the reference does not define.
 
+With --mtp2 it writes only the two-module MTP fixture and its golden,
+leaving every file above as it is:
+  tests/fixtures/qwen3-tied-mtp2/  the qwen3-tied target plus two MTP
+      modules (num_nextn_predict_layers 2): module 0 (model.layers.2.*) IS
+      the committed one-module fixture's (its shard is a symlink to
+      ../qwen3-tied-mtp/model-00002-of-00002.safetensors); module 1
+      (model.layers.3.*, f32, with its own shared_head.norm) starts from
+      module 0 plus noise and is trained --mtp2-steps Adam steps on the
+      chained step-1 input [Emb(t_{i+1}); g0_{i-1}]
+  tests/golden/mtp2-fixture/  chained drafts and logits at depth
+      MTP2_DEPTH under the step-mod-n rule (mtp_chain_multi), in
+      mtp-fixture's format
+The first module's causal rows and one-module chain are checked against
+the committed tests/golden/mtp-fixture first (the reference must reproduce
+it), and the golden records how far the step-mod-n chain is from chaining
+module 0 alone, so a test can tell the two rules apart.
+
 With --bundled-chain it writes only tests/golden/dspark-chain/: the same
 chained-drafting golden for the bundled models/tiny-dspark (validation
 contexts as make_drafter_goldens.py picks them), which that script's
 goldens do not cover.
 
 Usage: .venv/bin/python scripts/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
+       .venv/bin/python scripts/make_drafter_fixture.py --mtp2 [--mtp2-steps N] [--seed S]
 """
 import argparse
 import json
@@ -50,9 +68,11 @@ import tiny_modules as tm  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied")
 MTP_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp")
+MTP2_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp2")
 DS_DIR = os.path.join(ROOT, "tests", "fixtures", "dspark-tiny")
 GOLD = os.path.join(ROOT, "tests", "golden")
 MTP_DEPTH = 5
+MTP2_DEPTH = 6   # steps 0..5: modules 0 1 0 1 0 1 (depth beyond n chains on)
 BLOCK = 4
 MASK_ID = 4095
 
@@ -371,13 +391,232 @@ def bundled_chain_golden():
         raise SystemExit("dspark-chain golden is over 1 MB")
 
 
+# ---------------------------------------------------------------- MTP, several modules
+
+class MTPHead(tm.MTP):
+    """tiny_modules.MTP with its own output norm (DeepSeek-V3's
+    shared_head.norm) instead of the target's model.norm; the head stays
+    the target's lm_head."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.head_norm = tm.Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
+
+    def forward(self, target, next_ids, h, pos):
+        x = self.fuse(target, next_ids, h)
+        cos, sin = self.rot(pos)
+        y, k, v = self.block(x, cos, sin, causal=True)
+        g = self.head_norm(y)
+        return target.lm_head(g), g, k, v
+
+    def step(self, target, next_ids, h, pos, k_pre, v_pre, mask):
+        x = self.fuse(target, next_ids, h)
+        cos, sin = self.rot(pos)
+        y, k, v = self.block(x, cos, sin, k_pre, v_pre, mask)
+        g = self.head_norm(y)
+        return target.lm_head(g), g, k, v
+
+    def state_dict_ds(self, layer):
+        out = {}
+        for k, v in super().state_dict_ds(layer).items():
+            if ".head_norm." in k:
+                k = k.replace(".head_norm.", ".shared_head.norm.")
+            out[k] = v
+        return out
+
+
+def mtp_chain_multi(mods, target, x, H, K):
+    """Greedy drafts after x_0..x_n by the step-mod-n rule (spec/drafter_mtp.h,
+    vLLM deepseek_mtp.py spec_step_idx % num_mtp_layers): draft step k uses
+    module k mod len(mods). Every module runs every row, each with its own
+    K/V cache: the true rows (row i = [Emb(x_{i+1}); H_i] at position i) and
+    each chained row (step k: [Emb(d_k); g of step k-1] at position n-1+k);
+    only module k mod n's output is read at step k. Returns (module 0's true-
+    row logits [n, V], drafts [K], their logits [K, V])."""
+    n = x.shape[0] - 1
+    kx, vx = [], []
+    for j, mod in enumerate(mods):
+        logits, g, k, v = mod(target, x[1:].unsqueeze(0), H[:n].unsqueeze(0), torch.arange(n).unsqueeze(0))
+        kx.append(k)
+        vx.append(v)
+        if j == 0:
+            rows, lg, h = logits[0], [logits[0, n - 1]], g[:, n - 1:n]
+    d = [int(lg[0].argmax())]
+    for step in range(1, K):
+        m = step % len(mods)
+        for j, mod in enumerate(mods):
+            mask = torch.ones(1, 1, kx[j].shape[1] + 1, dtype=torch.bool)
+            l2, g2, k, v = mod.step(target, torch.tensor([[d[-1]]]), h, torch.tensor([[n - 1 + step]]), kx[j], vx[j], mask)
+            kx[j], vx[j] = torch.cat([kx[j], k], 1), torch.cat([vx[j], v], 1)
+            if j == m:
+                lm, gm = l2, g2
+        h = gm
+        lg.append(lm[0, 0])
+        d.append(int(lm[0, 0].argmax()))
+    return rows, torch.tensor(d), torch.stack(lg)
+
+
+def train_mtp_second(target, mod0, data, steps, gen):
+    """Module 1: module 0's weights plus noise (10% of each tensor's spread,
+    the output norm from the target's model.norm), then `steps` Adam steps
+    on what chained step 1 sees: row i = [Emb(t_{i+1}); g0_{i-1}] at
+    position i (g0 = module 0's final-normed output), predicting t_{i+2}."""
+    mod1 = MTPHead(target.config)
+    with torch.no_grad():
+        own = dict(mod1.named_parameters())
+        for name, p in mod0.named_parameters():
+            noise = torch.randn(p.shape, generator=gen) * 0.1 * (p.std() if p.numel() > 1 else 0.1)
+            own[name].copy_(p + noise)
+        mod1.head_norm.weight.copy_(target.model.norm.weight * (1 + 0.1 * torch.randn(mod1.head_norm.weight.shape,
+                                                                                        generator=gen)))
+        H = final_hidden(target, data)
+        T = data.shape[1]
+        pos = torch.arange(T - 2).unsqueeze(0).expand(data.shape[0], -1)
+        _, g0, _, _ = mod0(target, data[:, 1:-1], H[:, :-2], pos)   # g0_i, rows 0..T-3
+    opt = torch.optim.Adam(mod1.parameters(), lr=3e-3)
+    p1 = torch.arange(1, T - 2).unsqueeze(0)
+    for s in range(steps):
+        idx = torch.randint(0, data.shape[0], (32,), generator=gen)
+        x = data[idx]
+        logits, _, _, _ = mod1(target, x[:, 2:-1], g0[idx, :-1], p1.expand(32, -1))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 3:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if s % 20 == 0 or s == steps - 1:
+            print("mtp module 1 step %d loss %.3f" % (s, loss.item()))
+    return mod1.eval()
+
+
+def check_against_mtp_golden(target, mod0):
+    """The reference reproduces the committed one-module golden (module 0 is
+    the same weights), so both goldens come from one convention."""
+    g = load_file(os.path.join(GOLD, "mtp-fixture", "golden.safetensors"))
+    with open(os.path.join(GOLD, "mtp-fixture", "golden.json")) as f:
+        doc = json.load(f)
+    worst = 0.0
+    with torch.no_grad():
+        for c in doc["contexts"]:
+            name = c["name"]
+            x = g[name + ".tokens"].long()
+            rows, drafts, lg = mtp_chain_multi([mod0], target, x, g[name + ".h"], doc["depth"])
+            if drafts.tolist() != c["draft_tokens"]:
+                raise SystemExit("mtp2: the reference's one-module drafts differ from tests/golden/mtp-fixture")
+            worst = max(worst, (lg - g[name + ".draft_logits"]).abs().max().item(),
+                        (rows[c["rows"]] - g[name + ".row_logits"]).abs().max().item())
+    print("mtp2: reference vs tests/golden/mtp-fixture (one module): max |Δ| %.3g" % worst)
+    if worst > 1e-4:
+        raise SystemExit("mtp2: the reference does not reproduce tests/golden/mtp-fixture")
+
+
+def write_mtp2(target, mods, ctxs, steps, seed):
+    if os.path.isdir(MTP2_DIR):
+        shutil.rmtree(MTP2_DIR)
+    os.makedirs(MTP2_DIR)
+    L = target.config.num_hidden_layers
+    with open(os.path.join(TARGET, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["num_nextn_predict_layers"] = len(mods)
+    with open(os.path.join(MTP2_DIR, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        os.symlink(os.path.join("..", "qwen3-tied", name), os.path.join(MTP2_DIR, name))
+    shards = ["model-%05d-of-00003.safetensors" % i for i in (1, 2, 3)]
+    os.symlink(os.path.join("..", "qwen3-tied", "model.safetensors"), os.path.join(MTP2_DIR, shards[0]))
+    mod0_file = os.path.join(MTP_DIR, "model-00002-of-00002.safetensors")
+    os.symlink(os.path.join("..", "qwen3-tied-mtp", "model-00002-of-00002.safetensors"),
+               os.path.join(MTP2_DIR, shards[1]))
+    sd = {k: v.detach().float().contiguous() for k, v in mods[1].state_dict_ds(L + 1).items()}
+    save_file(sd, os.path.join(MTP2_DIR, shards[2]), metadata={"format": "pt"})
+    wmap = {k: shards[0] for k in load_file(os.path.join(TARGET, "model.safetensors"))}
+    wmap.update({k: shards[1] for k in load_file(mod0_file)})
+    wmap.update({k: shards[2] for k in sd})
+    with open(os.path.join(MTP2_DIR, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": dict(sorted(wmap.items()))}, f, indent=2)
+
+    out = os.path.join(GOLD, "mtp2-fixture")
+    os.makedirs(out, exist_ok=True)
+    tensors, doc = {}, {"contexts": []}
+    apart = float("inf")
+    with torch.no_grad():
+        for name, x in ctxs:
+            n = x.shape[0] - 1
+            H = final_hidden(target, x.unsqueeze(0))[0]
+            logits, drafts, chain = mtp_chain_multi(mods, target, x, H, MTP2_DEPTH)
+            _, _, chain0 = mtp_chain_multi(mods[:1], target, x, H, MTP2_DEPTH)
+            # the first draft is module 0's either way; from step 1 on the rules differ
+            apart = min(apart, (chain[1:] - chain0[1:]).abs().amax(-1).min().item())
+            rows = sorted({0, n - 1} | ({127, 128} & set(range(n))))
+            tensors.update({name + ".tokens": x.float(), name + ".h": H.float().contiguous(),
+                            name + ".rows": torch.tensor(rows).float(),
+                            name + ".row_logits": logits[rows].float().contiguous(),
+                            name + ".draft_tokens": drafts.float(), name + ".draft_logits": chain.float()})
+            doc["contexts"].append({"name": name, "n_tokens": n + 1, "rows": rows, "draft_tokens": drafts.tolist(),
+                                    "draft_modules": [k % len(mods) for k in range(MTP2_DEPTH)]})
+    print("mtp2: step-mod-n vs module 0 alone, chained steps: min over steps of max |Δ logit| %.3g" % apart)
+    doc.update({"model": "tests/fixtures/qwen3-tied-mtp2 (MTP modules model.layers.%d.*, model.layers.%d.*)"
+                         % (L, L + 1),
+                "depth": MTP2_DEPTH, "n_modules": len(mods),
+                "rule": "draft step k (0-based) uses module k mod n; every module's K/V cache holds every row "
+                        "(true and chained); the hidden chained is g after the drafting module's final norm "
+                        "(module 1: its own shared_head.norm)",
+                "first_module_only_min_step_diff": apart,
+                "tensors": "as tests/golden/mtp/golden.json (scripts/make_drafter_goldens.py); row_logits are "
+                           "module 0's causal rows",
+                "command": "scripts/make_drafter_fixture.py --mtp2 --mtp2-steps %d --seed %d" % (steps, seed),
+                "precision": "f32 weights and arithmetic"})
+    save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    for d in (MTP2_DIR, out):
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+                   if not os.path.islink(os.path.join(d, f)))
+        print("%s: %d bytes" % (os.path.relpath(d, ROOT), size))
+        if size > 1 << 19:
+            raise SystemExit("%s is over 512 KB" % d)
+
+
+def main_mtp2(args):
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed + 200)
+    target = Qwen3ForCausalLM.from_pretrained(TARGET, torch_dtype=torch.float32).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    mod0 = tm.MTP(target.config)
+    mod0.load_ds(load_file(os.path.join(MTP_DIR, "model-00002-of-00002.safetensors")), target.config.num_hidden_layers)
+    mod0 = mod0.float().eval()
+    for p in mod0.parameters():
+        p.requires_grad_(False)
+    check_against_mtp_golden(target, mod0)
+    data = sequences(target, 128, 24, 168, gen)
+    held = sequences(target, 4, 16, 170, torch.Generator().manual_seed(args.seed + 100))
+    mod1 = train_mtp_second(target, mod0, data, args.mtp2_steps, gen)
+    with torch.no_grad():
+        hits = [0, 0]
+        for i in range(held.shape[0]):
+            for a in range(20, held.shape[1] - MTP2_DEPTH - 1, 9):
+                _, d, _ = mtp_chain_multi([mod0, mod1], target, held[i, :a + 1],
+                                          final_hidden(target, held[i:i + 1, :a + 1])[0], 2)
+                hits[0] += int(d[0] == held[i, a + 1])
+                hits[1] += int(d[0] == held[i, a + 1] and d[1] == held[i, a + 2])
+        print("mtp2 held-out: first draft right %d, first two right %d" % tuple(hits))
+    write_mtp2(target, [mod0, mod1], [("c0", held[0, :24]), ("c2", held[2, :160])], args.mtp2_steps, args.seed)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--bundled-chain", action="store_true",
                     help="only write tests/golden/dspark-chain from the bundled models/tiny-dspark")
+    ap.add_argument("--mtp2", action="store_true",
+                    help="only write tests/fixtures/qwen3-tied-mtp2 and tests/golden/mtp2-fixture")
+    ap.add_argument("--mtp2-steps", type=int, default=60, help="Adam steps for the second MTP module")
     args = ap.parse_args()
+    if args.mtp2:
+        torch.set_num_threads(2)
+        main_mtp2(args)
+        return
     if args.bundled_chain:
         torch.set_num_threads(2)
         bundled_chain_golden()

@@ -1,7 +1,8 @@
-/* drafter_mtp.c — MTP drafting (see drafter_mtp.h for the row convention).
- * Owns: the module's weights bound from the target checkpoint, its one-layer
- * paged KV cache (true rows only between proposals), the target hidden
- * states not yet fed (per slot), and the row scratch.
+/* drafter_mtp.c — MTP drafting (see drafter_mtp.h for the row convention
+ * and the step-to-module rule).
+ * Owns: the modules' weights bound from the target checkpoint, their paged
+ * KV cache (one layer per module; true rows only between proposals), the
+ * target hidden states not yet fed (per slot), and the row scratch.
  * Must not: touch the target's KV or weights beyond reading embed, final
  * norm and lm_head; do arithmetic outside the backend kernels. */
 #include "drafter_mtp.h"
@@ -14,24 +15,34 @@
 #include "layer.h"
 #include "row_queue.h"
 
+/* One MTP module: model.layers.{num_hidden_layers + j}.* */
 typedef struct {
-    const model *m;           /* the target (borrowed) */
     layer_weights blk;
     float *enorm, *hnorm;     /* [H] */
     float *head_norm;         /* [H] shared_head.norm when the checkpoint has its own, else NULL */
     const float *final_norm;  /* what the module's output is normalised with: head_norm or model.norm */
     kb_weight head;           /* shared_head.head when present, else the target's lm_head */
     kb_weight eh;             /* [H, 2H] */
-    kv_cache *kv;             /* one layer */
+    int own_head;
+} mtp_module;
+
+typedef struct {
+    const model *m;           /* the target (borrowed) */
+    mtp_module *mod;          /* [n_mod]; draft step k uses mod[k % n_mod] */
+    int n_mod;
+    kv_cache *kv;             /* n_mod layers: layer j is module j's */
     layer_scratch *ls;
     int max_seqs, max_rows, V, H;
     /* per slot */
     int *kv_seq;              /* -1 = not begun */
-    int *n_true;              /* true rows in the module's KV: rows 0..n_true-1 */
+    int *n_true;              /* true rows in the modules' KV: rows 0..n_true-1 */
     row_queue *pend;          /* target hidden states h_{n_true}.. not fed yet, [H] rows */
     int *broken;              /* accept saw rows that do not line up: next propose fails */
     /* rows of one module pass, max_rows each */
-    float *x, *e, *h, *cat, *g, *gl, *logits;
+    float *e, *h;             /* the rows' inputs: Emb(token), hidden; every module reads them */
+    float *en, *hn, *cat;     /* one module's enorm(e), hnorm(h) and [en; hn] ([R, 2H]) */
+    float *x, *xn;            /* eh_proj output / block output; input_layernorm(x) for K/V-only modules */
+    float *g, *gl, *logits;
     int *seq, *pos;
     int *req_of_row;          /* request whose draft this row gives, or -1 */
     float *chain_h;           /* [max_seqs, H] g of each request's latest row */
@@ -60,27 +71,43 @@ static int mtp_begin(drafter *d, int slot, const int *tokens, int n, const float
     return 0;
 }
 
-/* Runs rows 0..nr-1 already placed (e = embeddings, h = hidden inputs,
- * seq/pos, KV appended): fuse, block, final norm into s->g; then logits for
- * the rows with req_of_row >= 0, written to s->logits in row order. Returns
- * the number of logit rows. */
-static int mtp_pass(mtp_state *s, int nr) {
-    const model_config *c = &s->m->cfg;
+/* Module md's fused input of the rows: s->x = eh_proj([enorm(e); hnorm(h)]). */
+static void mtp_fuse(mtp_state *s, const mtp_module *md, int nr) {
     const int H = s->H;
-    kb_rmsnorm(s->e, s->e, s->enorm, nr, H, c->rms_norm_eps);
-    kb_rmsnorm(s->h, s->h, s->hnorm, nr, H, c->rms_norm_eps);
+    const float eps = s->m->cfg.rms_norm_eps;
+    kb_rmsnorm(s->en, s->e, md->enorm, nr, H, eps);
+    kb_rmsnorm(s->hn, s->h, md->hnorm, nr, H, eps);
     for (int i = 0; i < nr; i++) {
-        memcpy(s->cat + (size_t)i * 2 * H, s->e + (size_t)i * H, sizeof(float) * (size_t)H);
-        memcpy(s->cat + (size_t)i * 2 * H + H, s->h + (size_t)i * H, sizeof(float) * (size_t)H);
+        memcpy(s->cat + (size_t)i * 2 * H, s->en + (size_t)i * H, sizeof(float) * (size_t)H);
+        memcpy(s->cat + (size_t)i * 2 * H + H, s->hn + (size_t)i * H, sizeof(float) * (size_t)H);
     }
-    kb_matmul(s->x, s->cat, &s->eh, nr);
+    kb_matmul(s->x, s->cat, &md->eh, nr);
+}
+
+/* Runs rows 0..nr-1 already placed (e = embeddings, h = hidden inputs,
+ * seq/pos, KV appended) through module m: fuse, block, final norm into
+ * s->g; then logits with m's head for the rows with req_of_row >= 0,
+ * written to s->logits in row order. Every other module writes its own K/V
+ * of the same rows into its KV layer (drafter_mtp.h: every module's layer
+ * holds every row). Returns the number of logit rows. */
+static int mtp_pass(mtp_state *s, int nr, int m) {
+    const int H = s->H;
+    const float eps = s->m->cfg.rms_norm_eps;
     layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = NULL};
-    layer_forward(s->ls, &s->blk, s->kv, 0, &rows, s->x);
-    kb_rmsnorm(s->g, s->x, s->final_norm, nr, H, c->rms_norm_eps);
+    for (int j = 0; j < s->n_mod; j++) {
+        if (j == m) continue;
+        mtp_fuse(s, &s->mod[j], nr);
+        kb_rmsnorm(s->xn, s->x, s->mod[j].blk.attn_norm, nr, H, eps);
+        layer_write_kv(s->ls, &s->mod[j].blk, s->kv, j, &rows, s->xn);
+    }
+    const mtp_module *md = &s->mod[m];
+    mtp_fuse(s, md, nr);
+    layer_forward(s->ls, &md->blk, s->kv, m, &rows, s->x);
+    kb_rmsnorm(s->g, s->x, md->final_norm, nr, H, eps);
     int nl = 0;
     for (int i = 0; i < nr; i++)
         if (s->req_of_row[i] >= 0) memcpy(s->gl + (size_t)nl++ * H, s->g + (size_t)i * H, sizeof(float) * (size_t)H);
-    if (nl) kb_matmul(s->logits, s->gl, &s->head, nl);
+    if (nl) kb_matmul(s->logits, s->gl, &md->head, nl);
     return nl;
 }
 
@@ -117,8 +144,9 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
     }
     if (layer_scratch_reserve(s->ls, max_ctx)) return errf(err, el, "mtp: out of memory for %d positions", max_ctx);
 
-    /* 1. Catch up on the true rows, in chunks of max_rows; a request's last
-     *    true row gives its first draft. */
+    /* 1. Catch up on the true rows, in chunks of max_rows, through every
+     *    module's KV layer; a request's last true row gives its first draft
+     *    (step 0: module 0). */
     for (;;) {
         int nr = 0;
         for (int r = 0; r < n && nr < s->max_rows; r++) {
@@ -142,14 +170,15 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
             s->n_true[slot] += chunk;
         }
         if (!nr) break;
-        mtp_pass(s, nr);
+        mtp_pass(s, nr, 0);
         for (int i = 0, lr = 0; i < nr; i++)
             if (s->req_of_row[i] >= 0) take_draft(s, reqs, s->req_of_row[i], i, lr++);
     }
     for (int r = 0; r < n; r++)
         if (reqs[r].max_k > 0) s->pend[reqs[r].slot].n = 0;
 
-    /* 2. Chain: one row per request per further draft. */
+    /* 2. Chain: one row per request per further draft; step `step` is
+     *    module step mod n (vLLM's spec_step_idx % num_mtp_layers). */
     for (int step = 1; step < SPEC_MAX_DEPTH; step++) {
         int nr = 0;
         for (int r = 0; r < n; r++) {
@@ -166,7 +195,7 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
             nr++;
         }
         if (!nr) break;
-        mtp_pass(s, nr);
+        mtp_pass(s, nr, step % s->n_mod);
         for (int i = 0; i < nr; i++) take_draft(s, reqs, s->req_of_row[i], i, i);
     }
     /* Chained rows are never reused: the next proposal chains from new true rows. */
@@ -192,16 +221,20 @@ static void mtp_free(drafter *d) {
     if (!d) return;
     mtp_state *s = d->impl;
     if (s) {
-        layer_weights_free(&s->blk);
-        free(s->enorm); free(s->hnorm); free(s->head_norm);
+        if (s->mod)
+            for (int j = 0; j < s->n_mod; j++) {
+                layer_weights_free(&s->mod[j].blk);
+                free(s->mod[j].enorm); free(s->mod[j].hnorm); free(s->mod[j].head_norm);
+            }
+        free(s->mod);
         kv_cache_free(s->kv);
         layer_scratch_free(s->ls);
         if (s->pend)
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken);
         free(s->kv_seq); free(s->n_true);
-        kb_free(s->x); kb_free(s->e); kb_free(s->h); kb_free(s->cat); kb_free(s->g); kb_free(s->gl);
-        kb_free(s->logits);
+        kb_free(s->e); kb_free(s->h); kb_free(s->en); kb_free(s->hn); kb_free(s->cat);
+        kb_free(s->x); kb_free(s->xn); kb_free(s->g); kb_free(s->gl); kb_free(s->logits);
         free(s->seq); free(s->pos); free(s->req_of_row); free(s->chain_h); free(s->done);
         free(s);
     }
@@ -212,6 +245,36 @@ static const drafter_ops MTP_OPS = {"mtp", mtp_begin, mtp_propose, mtp_accept, m
 
 void drafter_mtp_set_trace(drafter *d, float *logits) {
     if (d && d->ops == &MTP_OPS) ((mtp_state *)d->impl)->trace = logits;
+}
+
+/* Binds module j, model.layers.{num_hidden_layers + j}.*, naming the tensor
+ * that is missing or misshapen. */
+static int bind_module(mtp_module *md, const model *m, int j, char *err, size_t errlen) {
+    const model_config *c = &m->cfg;
+    const int H = c->hidden_size, V = c->vocab_size;
+    char pre[64], name[96];
+    snprintf(pre, sizeof pre, "model.layers.%d.", c->n_layers + j);
+    if (layer_weights_bind(&md->blk, m->st, pre, c, err, errlen)) return -1;
+    snprintf(name, sizeof name, "%senorm.weight", pre);
+    if (model_copy_vector(&md->enorm, m->st, name, H, err, errlen)) return -1;
+    snprintf(name, sizeof name, "%shnorm.weight", pre);
+    if (model_copy_vector(&md->hnorm, m->st, name, H, err, errlen)) return -1;
+    snprintf(name, sizeof name, "%seh_proj.weight", pre);
+    if (model_bind_matrix(&md->eh, m->st, name, H, 2 * H, err, errlen)) return -1;
+    /* DeepSeek-V3 MTP modules carry their own output norm and may carry their
+     * own head (shared_head.norm / shared_head.head); vLLM and SGLang use
+     * each module's when present, so does specbed. Without them: the target's. */
+    snprintf(name, sizeof name, "%sshared_head.norm.weight", pre);
+    if (st_find(m->st, name) && model_copy_vector(&md->head_norm, m->st, name, H, err, errlen)) return -1;
+    md->final_norm = md->head_norm ? md->head_norm : m->final_norm;
+    snprintf(name, sizeof name, "%sshared_head.head.weight", pre);
+    md->own_head = st_find(m->st, name) != NULL;
+    if (md->own_head) {
+        if (model_bind_matrix(&md->head, m->st, name, V, H, err, errlen)) return -1;
+    } else {
+        md->head = m->lm_head;
+    }
+    return 0;
 }
 
 int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *err, size_t errlen) {
@@ -233,38 +296,30 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->H = c->hidden_size;
     s->max_seqs = o && o->max_seqs > 0 ? o->max_seqs : 16;
     s->max_rows = s->max_seqs > 64 ? s->max_seqs : 64;
-    char pre[64], name[96];
-    snprintf(pre, sizeof pre, "model.layers.%d.", c->n_layers);
-    if (layer_weights_bind(&s->blk, m->st, pre, c, err, errlen)) goto fail;
-    snprintf(name, sizeof name, "%senorm.weight", pre);
-    if (model_copy_vector(&s->enorm, m->st, name, s->H, err, errlen)) goto fail;
-    snprintf(name, sizeof name, "%shnorm.weight", pre);
-    if (model_copy_vector(&s->hnorm, m->st, name, s->H, err, errlen)) goto fail;
-    snprintf(name, sizeof name, "%seh_proj.weight", pre);
-    if (model_bind_matrix(&s->eh, m->st, name, s->H, 2 * s->H, err, errlen)) goto fail;
-    /* DeepSeek-V3 MTP modules carry their own output norm and may carry their
-     * own head (shared_head.norm / shared_head.head); vLLM and SGLang use
-     * them when present, so does specbed. Without them: the target's. */
-    snprintf(name, sizeof name, "%sshared_head.norm.weight", pre);
-    if (st_find(m->st, name) && model_copy_vector(&s->head_norm, m->st, name, s->H, err, errlen)) goto fail;
-    s->final_norm = s->head_norm ? s->head_norm : m->final_norm;
-    snprintf(name, sizeof name, "%sshared_head.head.weight", pre);
-    int own_head = st_find(m->st, name) != NULL;
-    if (own_head) {
-        if (model_bind_matrix(&s->head, m->st, name, s->V, s->H, err, errlen)) goto fail;
-    } else {
-        s->head = m->lm_head;
+    s->mod = calloc((size_t)c->n_mtp_layers, sizeof *s->mod);
+    if (!s->mod) { errf(err, errlen, "mtp: out of memory"); goto fail; }
+    s->n_mod = c->n_mtp_layers;
+    for (int j = 0; j < s->n_mod; j++)
+        if (bind_module(&s->mod[j], m, j, err, errlen)) goto fail;
+    if (!(o && o->quiet)) {
+        const int L = c->n_layers, n = s->n_mod;
+        if (n == 1)
+            fprintf(stderr, "mtp: 1 MTP module (model.layers.%d.*), chained for every draft step\n", L);
+        else
+            fprintf(stderr, "mtp: %d MTP modules (model.layers.%d.* .. model.layers.%d.*): draft step k (0-based) "
+                    "uses module k mod %d, as vLLM's spec_step_idx %% num_mtp_layers; each has its own KV layer\n",
+                    n, L, L + n - 1, n);
+        for (int j = 0; j < n; j++)
+            fprintf(stderr, "mtp: module %d (model.layers.%d.*) normalises with %s and projects with %s\n", j, L + j,
+                    s->mod[j].head_norm ? "its own shared_head.norm" : "the target's model.norm",
+                    s->mod[j].own_head ? "its own shared_head.head" : "the target's lm_head");
     }
-    if (!(o && o->quiet))
-        fprintf(stderr, "mtp: module %d normalises with %s and projects with %s\n", c->n_layers,
-                s->head_norm ? "its own shared_head.norm" : "the target's model.norm",
-                own_head ? "its own shared_head.head" : "the target's lm_head");
 
     int ctx = c->max_position_embeddings;
     int max_len = o && o->max_seq_len > 0 ? o->max_seq_len : (ctx < 2048 ? ctx : 2048);
     if (max_len > ctx) max_len = ctx;
     int page = 16, pages = (max_len + SPEC_MAX_DEPTH + page) / page * s->max_seqs;
-    kv_config kc = {.n_layers = 1, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .page_size = page,
+    kv_config kc = {.n_layers = s->n_mod, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .page_size = page,
                     .n_pages = pages, .max_seqs = s->max_seqs, .max_seq_len = max_len + SPEC_MAX_DEPTH};
     if (kv_cache_create(&s->kv, &kc, err, errlen)) goto fail;
     if (layer_scratch_create(&s->ls, c, s->max_rows, err, errlen)) goto fail;
@@ -273,10 +328,13 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->n_true = calloc(S, sizeof(int));
     s->pend = calloc(S, sizeof(row_queue));
     s->broken = calloc(S, sizeof(int));
-    s->x = kb_alloc(R * H * sizeof(float));
     s->e = kb_alloc(R * H * sizeof(float));
     s->h = kb_alloc(R * H * sizeof(float));
+    s->en = kb_alloc(R * H * sizeof(float));
+    s->hn = kb_alloc(R * H * sizeof(float));
     s->cat = kb_alloc(R * 2 * H * sizeof(float));
+    s->x = kb_alloc(R * H * sizeof(float));
+    s->xn = kb_alloc(R * H * sizeof(float));
     s->g = kb_alloc(R * H * sizeof(float));
     s->gl = kb_alloc(R * H * sizeof(float));
     s->logits = kb_alloc(R * (size_t)s->V * sizeof(float));
@@ -285,8 +343,8 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->req_of_row = malloc(sizeof(int) * R);
     s->chain_h = malloc(sizeof(float) * S * H);
     s->done = calloc(S, sizeof(int));
-    if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->x || !s->e ||
-        !s->h || !s->cat || !s->g || !s->gl || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
+    if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->e || !s->h || !s->en || !s->hn || !s->cat ||
+        !s->x || !s->xn || !s->g || !s->gl || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
         !s->chain_h || !s->done) {
         errf(err, errlen, "mtp: out of memory");
         goto fail;
@@ -295,9 +353,6 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
         s->kv_seq[i] = -1;
         s->pend[i].width = s->H;
     }
-    if (c->n_mtp_layers > 1)
-        fprintf(stderr, "mtp: the checkpoint has %d MTP modules; the first is used and chained for every depth\n",
-                c->n_mtp_layers);
     *out = d;
     return 0;
 fail:

@@ -2,9 +2,11 @@
 /* test_drafter_mtp.c — the MTP drafter (spec/drafter_mtp.c) against the
  * PyTorch reference and for losslessness.
  *
- * (1) Goldens (tests/golden/mtp-fixture from scripts/make_drafter_fixture.py,
- *     and tests/golden/mtp from scripts/make_drafter_goldens.py when the
- *     bundled models/tiny exists): the C target's final-normed hidden states
+ * (1) Goldens (tests/golden/mtp-fixture and, for the two-module fixture
+ *     tests/fixtures/qwen3-tied-mtp2, tests/golden/mtp2-fixture, both from
+ *     scripts/make_drafter_fixture.py; tests/golden/mtp from
+ *     scripts/make_drafter_goldens.py when the bundled models/tiny exists):
+ *     the C target's final-normed hidden states
  *     (tap FWD_TAP_FINAL_NORM) match the reference's; given the reference's
  *     hidden states, the MTP logits of sampled causal rows (127 and 128
  *     included where the context reaches them) and the chained drafts with
@@ -15,7 +17,11 @@
  *     arithmetic over the same weights and differ only in summation order
  *     (observed ~1e-5 relative), while a convention error (concatenation
  *     order, position off by one, pre- vs post-norm hidden) moves logits by
- *     O(1).
+ *     O(1). Two modules: the golden follows the step-mod-n rule
+ *     (drafter_mtp.h: step k is module k mod n, every module's KV layer
+ *     holds every row); it records how far chaining module 0 alone would
+ *     be (first_module_only_min_step_diff, ~5), and the test requires that
+ *     to exceed 10× the tolerance, so the wrong rule cannot pass.
  * (2) Greedy lossless: spec_run with --drafter mtp equals gen_run token for
  *     token at depths 1..8, batches 1, 3 and 8 of mixed-length prompts, and
  *     every depth drafted and had drafts accepted (a disarmed drafter fails).
@@ -26,8 +32,12 @@
  *     argument. `bundled`: the bundled goldens and depths 1..8 on one batch
  *     of the 8 workload prompts; `full` (label slow): the full sweep and
  *     sampling on the bundled model.
- * (4) A checkpoint without an MTP module is refused. */
+ * (4) A checkpoint whose config promises more modules than it holds is
+ *     refused, naming the missing tensor. */
 #include "drafter_mtp.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include "drafter_test.h"
 
 enum { MAXK = 8 };
@@ -75,7 +85,7 @@ static void golden_check(gen_engine *e, const char *gdir, const char *label) {
     sampler_params greedy = {0};
     rng_state rng;
     rng_seed(&rng, 1);
-    double worst_h = 0, worst_l = 0;
+    double worst_h = 0, worst_l = 0, worst_d = 0, tol_max = 0;
     const cJSON *ctxs = cJSON_GetObjectItemCaseSensitive(g.doc, "contexts"), *c;
     cJSON_ArrayForEach(c, ctxs) {
         const char *name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
@@ -109,8 +119,10 @@ static void golden_check(gen_engine *e, const char *gdir, const char *label) {
         for (int k = 0; k < K && k < p.k; k++) {
             CHECKF(p.draft[k] == drafts[k], "%s %s: draft %d is %d, reference %d", label, name, k, p.draft[k], drafts[k]);
             double sc, dd = dt_max_diff(tr + (size_t)k * V, dl + (size_t)k * V, V, &sc);
-            if (dd > worst_l) worst_l = dd;
-            CHECKF(dd <= 1e-3 * (sc > 1 ? sc : 1), "%s %s: draft %d logits differ by %g (scale %g)", label, name, k, dd, sc);
+            double tol = 1e-3 * (sc > 1 ? sc : 1);
+            if (dd > worst_d) worst_d = dd;
+            if (tol > tol_max) tol_max = tol;
+            CHECKF(dd <= tol, "%s %s: draft %d logits differ by %g (scale %g)", label, name, k, dd, sc);
         }
         CHECK(!p.q_valid && !p.has_conf && p.has_top_prob);
         d->ops->release(d, 0);
@@ -150,7 +162,19 @@ static void golden_check(gen_engine *e, const char *gdir, const char *label) {
         drafter_mtp_set_trace(d, NULL);
         free(x);
     }
-    printf("%s: max |Δ| target hidden %.3g, MTP logits %.3g\n", label, worst_h, worst_l);
+    printf("%s: max |Δ| target hidden %.3g, MTP logits of causal rows %.3g, of chained drafts %.3g "
+           "(draft tolerance up to %.3g)\n", label, worst_h, worst_l, worst_d, tol_max);
+    /* several modules: the golden must tell step-mod-n from module 0 alone */
+    const cJSON *apart = cJSON_GetObjectItemCaseSensitive(g.doc, "first_module_only_min_step_diff");
+    if (apart) {
+        CHECKF(dt_json_int(g.doc, "n_modules") == e->m->cfg.n_mtp_layers, "%s: golden n_modules %d, config %d", label,
+               dt_json_int(g.doc, "n_modules"), e->m->cfg.n_mtp_layers);
+        CHECKF(cJSON_IsNumber(apart) && apart->valuedouble > 10 * tol_max,
+               "%s: module 0 alone is only %g from the step-mod-n golden (tolerance %g): the test cannot tell them apart",
+               label, cJSON_IsNumber(apart) ? apart->valuedouble : -1.0, tol_max);
+        printf("%s: chaining module 0 alone would move the logits of every chained step by ≥ %.3g\n", label,
+               apart->valuedouble);
+    }
     free(tr); free(tr2); free(qbuf);
     drafter_free(d);
     dt_golden_close(&g);
@@ -159,8 +183,7 @@ static void golden_check(gen_engine *e, const char *gdir, const char *label) {
 /* full: the issue's sweep (depths 1..8 × batches 1, 3, 8, ≥ 2000 tokens
  * compared) and the sampling test; otherwise depths 1..8 on one batch of 8,
  * which keeps the bundled model's share of CI short. */
-static void lossless_and_sampling(gen_engine *e, int bundled, int full) {
-    const char *label = bundled ? "mtp(models/tiny)" : "mtp(fixture)";
+static void lossless_and_sampling(gen_engine *e, const char *label, int bundled, int full) {
     int *pr[DT_NP] = {0}, lens[DT_NP] = {0}, np = dt_prompts(e, bundled, pr, lens);
     const int *pp[DT_NP];
     for (int i = 0; i < np; i++) pp[i] = pr[i];
@@ -180,6 +203,51 @@ static void lossless_and_sampling(gen_engine *e, int bundled, int full) {
     for (int i = 0; i < np; i++) free(pr[i]);
 }
 
+/* The two-module fixture's files under a config that says 3 modules: the
+ * drafter is refused and the message names model.layers.4 (module 2). */
+static void missing_module_refused(void) {
+    char dir[] = "/tmp/specbed_mtp3_XXXXXX", err[1024], p[4200], src[4200];
+    if (!mkdtemp(dir)) { CHECKF(0, "mkdtemp failed"); return; }
+    const char *files[] = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                           "model-00003-of-00003.safetensors", "model.safetensors.index.json", "tokenizer.json",
+                           "tokenizer_config.json"};
+    const int nf = (int)(sizeof files / sizeof files[0]);
+    for (int i = 0; i < nf; i++) {
+        snprintf(src, sizeof src, "%s/%s", tu_path("tests/fixtures/qwen3-tied-mtp2"), files[i]);
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        CHECK(symlink(src, p) == 0);
+    }
+    char *cfg = tu_read_file(tu_path("tests/fixtures/qwen3-tied-mtp2/config.json"), NULL);
+    char *at = cfg ? strstr(cfg, "\"num_nextn_predict_layers\": 2") : NULL;
+    CHECKF(at != NULL, "qwen3-tied-mtp2/config.json: no \"num_nextn_predict_layers\": 2");
+    if (at) {
+        at[strlen("\"num_nextn_predict_layers\": ")] = '3';
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        FILE *f = fopen(p, "w");
+        CHECK(f && fputs(cfg, f) >= 0);
+        if (f) fclose(f);
+        model *m = NULL;
+        drafter *d = NULL;
+        mtp_opts mo = {.max_seqs = 1, .quiet = 1};
+        if (model_load(&m, dir, err, sizeof err)) {
+            CHECKF(0, "%s", err);
+        } else {
+            int rc = drafter_mtp_create(&d, &mo, m, err, sizeof err);
+            CHECKF(rc != 0 && !d && strstr(err, "model.layers.4."), "3 modules promised, 2 present: rc %d, '%s'", rc,
+                   rc ? err : "");
+            if (rc) printf("3 modules promised, 2 present: %s\n", err);
+            drafter_free(d);
+            model_free(m);
+        }
+    }
+    free(cfg);
+    for (int i = 0; i <= nf; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, i < nf ? files[i] : "config.json");
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     char err[1024];
     gen_engine *e;
@@ -189,8 +257,15 @@ int main(int argc, char **argv) {
                               .max_batch_rows = 96, .max_seq_len = 512};
         if (gen_engine_create(&e, &fo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
         golden_check(e, "tests/golden/mtp-fixture", "fixture");
-        lossless_and_sampling(e, 0, 1);
+        lossless_and_sampling(e, "mtp(fixture)", 0, 1);
         gen_engine_free(e);
+        /* two modules: step k uses module k mod 2 */
+        fo.model_dir = tu_path("tests/fixtures/qwen3-tied-mtp2");
+        if (gen_engine_create(&e, &fo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
+        golden_check(e, "tests/golden/mtp2-fixture", "fixture(2 modules)");
+        lossless_and_sampling(e, "mtp(fixture, 2 modules)", 0, 1);
+        gen_engine_free(e);
+        missing_module_refused();
         return tu_done("test_drafter_mtp");
     }
     if (!tu_have("models/tiny/model.safetensors", "tests/golden/mtp/golden.json", NULL))
@@ -198,7 +273,7 @@ int main(int argc, char **argv) {
     gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
     if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_mtp"); }
     if (part == TU_BUNDLED) golden_check(e, "tests/golden/mtp", "models/tiny");
-    lossless_and_sampling(e, 1, part == TU_FULL);
+    lossless_and_sampling(e, "mtp(models/tiny)", 1, part == TU_FULL);
     gen_engine_free(e);
     return tu_done("test_drafter_mtp");
 }
