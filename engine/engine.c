@@ -25,6 +25,12 @@ int gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, 
     if (o->max_seqs <= 0) o->max_seqs = 16;
 
     int tp = o->comm ? kb_comm_size(o->comm) : 1, rank = o->comm ? kb_comm_rank(o->comm) : 0;
+    /* the shard copies row-parallel slices on the host (model_shard.c), which
+     * device-resident weights do not allow yet */
+    if (tp > 1 && !strcmp(kb_device(), "cuda")) {
+        errf(err, errlen, "tensor parallelism (--tp %d) does not run on --device cuda yet", tp);
+        goto fail;
+    }
     if (model_load_shard(&e->m, o->model_dir, rank, tp, err, errlen)) goto fail;
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", o->model_dir);

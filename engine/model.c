@@ -3,8 +3,13 @@
  *
  * Owns: the model struct, its layer table and the f32 copies of norm
  * vectors and biases (small, read on every row, so converted once). Matrix
- * weights stay in the st_model mapping; kb_weight.data points into it.
- * Must not: compute anything (forward.c does) or copy matrices.
+ * weights stay in the st_model mapping; kb_weight.data points into it —
+ * except on the CUDA device (backend.h kb_set_device), where each matrix is
+ * uploaded once as it is bound and kb_weight.data points at the device copy
+ * (the kernels layer owns it; layer_weights_free and model_free release
+ * it, and model_free every other upload made from the model's mapping,
+ * such as the MTP module's, which drafters bind through model_bind_matrix).
+ * Must not: compute anything (forward.c does) or copy matrices on the CPU.
  *
  * Names are HF's: model.embed_tokens.weight, model.layers.N.self_attn.
  * {q,k,v,o}_proj.weight, .{q,k}_norm.weight (Qwen3), .{q,k,v}_proj.bias
@@ -73,6 +78,12 @@ int model_bind_matrix(kb_weight *w, const st_model *st, const char *name, int ro
     w->data = t->data;
     w->rows = rows;
     w->cols = cols;
+    /* on cuda: into device memory, owned until st's model or layer is freed */
+    if (kb_weight_upload(w, st, err, errlen)) {
+        size_t n = strlen(err ? err : "");
+        if (err && n + 1 < errlen) snprintf(err + n, errlen - n, " (tensor '%s')", name);
+        return -1;
+    }
     return 0;
 }
 
@@ -92,6 +103,8 @@ int model_copy_vector(float **out, const st_model *st, const char *name, int n,
 
 void layer_weights_free(layer_weights *lw) {
     if (!lw) return;
+    kb_weight *mats[7] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+    for (int i = 0; i < 7; i++) kb_weight_release(mats[i]);   /* device copies (cuda only) */
     free(lw->attn_norm);
     free(lw->mlp_norm);
     free(lw->q_norm);
@@ -142,6 +155,11 @@ void model_free(model *m) {
     free(m->final_norm);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    /* device copies (cuda only): the embedding, lm_head unless it is the
+     * embedding, and whatever else was bound from this mapping */
+    if (m->lm_head.data != m->embed.data) kb_weight_release(&m->lm_head);
+    kb_weight_release(&m->embed);
+    if (m->st) kb_weight_release_owner(m->st);
     st_close(m->st);
     free(m);
 }

@@ -5,9 +5,11 @@
  * backend and tensor-parallel sharding (MPI on CPU, NCCL on GPU) implement
  * the same calls.
  *
- * Ownership: kb_alloc'd buffers belong to the caller (kb_free). Weights are
- * never owned here: a kb_weight points at memory the loader owns (usually an
- * mmap of the safetensors file).
+ * Ownership: kb_alloc'd buffers belong to the caller (kb_free). On the CPU
+ * weights are never owned here: a kb_weight points at memory the loader owns
+ * (usually an mmap of the safetensors file). On CUDA the loader hands each
+ * weight to kb_weight_upload, and the device copy belongs to this layer
+ * until kb_weight_release / kb_weight_release_owner.
  *
  * Batch invariance (DESIGN §4): every kernel computes each output element
  * with a reduction order that does not depend on how many rows are in the
@@ -41,6 +43,34 @@ const char *kb_cpu_path(void);
 int kb_set_cpu_path(const char *name);
 int kb_cpu_path_supported(const char *name);   /* 1 yes, 0 no */
 
+/* ---- device (process-wide, like the SIMD path: choose it at startup,
+ * before the engine is made) ---------------------------------------------
+ * "cpu" (the default) or "cuda" (kernels/cuda_*.cu). On cuda every compute
+ * call below runs on the GPU and synchronises before it returns, so the
+ * host may read its result at once; kb_alloc gives CUDA managed memory,
+ * which the host reads and writes too (the engine touches activations and
+ * KV slots with memcpy). Index arrays (pos, n_ctx, pages) and norm vectors
+ * may be plain host memory: the CUDA backend copies them over per call.
+ * Nothing initialises CUDA unless "cuda" is asked for. Switching back to
+ * "cpu" is allowed (tests compare the two in one process), but a weight
+ * uploaded under cuda is device memory that only the cuda kernels can read.
+ * Returns 0, or -1 with a message: a build without CUDA, no device visible,
+ * a GPU this build has no code for. */
+int kb_set_device(const char *name, char *err, size_t errlen);
+const char *kb_device(void);   /* "cpu" or "cuda" */
+
+/* CUDA matmul mode. "invariant" (the default): each output element has one
+ * fixed reduction order that depends on cols only — batch-invariant in m
+ * (DESIGN §4) and the CPU AVX2/scalar path's order. "cublas": cublasGemmEx
+ * (bf16/f16 weights take the activations rounded to the weight's type),
+ * fast but NOT batch-invariant: cuBLAS picks its algorithm by shape, so a
+ * row's logits may change with the rows beside it and spec-on vs spec-off
+ * greedy output may differ. The diagnostic environment variable
+ * SPECBED_CUDA_MATMUL (read by kb_set_device("cuda")) may name it.
+ * Returns 0, or -1 for an unknown mode or cuBLAS that cannot be loaded. */
+int kb_set_cuda_matmul(const char *mode);
+const char *kb_cuda_matmul(void);
+
 typedef enum { KB_F32 = 0, KB_BF16 = 1, KB_F16 = 2 } kb_dtype;
 
 size_t kb_dtype_size(kb_dtype dt);
@@ -51,6 +81,17 @@ typedef struct {
     const void *data;
     int rows, cols;
 } kb_weight;
+
+/* Weights resident on the device. On cuda: copies w's rows × cols elements
+ * into device memory once and points w->data at the copy (the loader calls
+ * it right after binding the weight to its mmap); owner names the copy's
+ * lifetime (the loader passes its st_model). On cpu: does nothing. 0 ok, -1
+ * with a message (out of device memory). */
+int  kb_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen);
+/* Frees w's device copy, if w points at one (else nothing), and clears w->data. */
+void kb_weight_release(kb_weight *w);
+/* Frees every device copy uploaded with this owner and not yet released. */
+void kb_weight_release_owner(const void *owner);
 
 /* Device memory (host memory on CPU). */
 void *kb_alloc(size_t bytes);               /* zeroed; NULL on failure */

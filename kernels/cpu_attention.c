@@ -349,6 +349,7 @@ static attend_fn *attend_for_path(void) {
 
 void kb_attention_row(float *out, const float *q, const kb_kv_view *kv, int n_ctx,
                       int n_heads, float scale, float *scratch) {
+    if (kb_dev_active) { kb_dev_active->attention(out, q, kv, 1, &n_ctx, n_heads, scale); return; }
     attend_fn *fn = attend_for_path();
     for (int h = 0; h < n_heads; h++) fn(out, q, kv, &n_ctx, 0, 1, n_heads, h, h + 1, scale, scratch, 0);
 }
@@ -378,6 +379,9 @@ static void span_item(void *vp, int c, int slot) {
 }
 
 size_t kb_attention_span_scratch(int n_heads, int n_kv_heads, int max_ctx) {
+    /* the CUDA kernel keeps its scores in device memory of its own; the
+     * contract's minimum keeps the caller's (managed) buffer small */
+    if (kb_dev_active) return (size_t)(max_ctx > 1 ? max_ctx : 1);
     int group = n_kv_heads > 0 ? n_heads / n_kv_heads : 1;
     if (group < 1) group = 1;
     return (size_t)kb_threads() * SPAN_ROWS * (size_t)group * (size_t)(max_ctx > 1 ? max_ctx : 1);
@@ -386,6 +390,7 @@ size_t kb_attention_span_scratch(int n_heads, int n_kv_heads, int max_ctx) {
 void kb_attention_span(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx,
                        int n_heads, float scale, float *scratch, size_t scratch_floats) {
     if (n_q <= 0) return;
+    if (kb_dev_active) { kb_dev_active->attention(out, q, kv, n_q, n_ctx, n_heads, scale); return; }
     attend_fn *fn = attend_for_path();
     const int n_kv = kv->n_kv_heads, group = n_heads / n_kv;
     int max_ctx = 1;

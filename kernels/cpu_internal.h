@@ -12,6 +12,7 @@
 #ifndef SPECBED_CPU_INTERNAL_H
 #define SPECBED_CPU_INTERNAL_H
 #include "backend.h"
+#include "device_internal.h"   /* kb_dev_active: each kb_* call's branch to the CUDA backend */
 
 #include <math.h>
 #include <stddef.h>

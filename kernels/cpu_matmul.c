@@ -103,6 +103,7 @@ static int round_up(int a, int b) { return ceil_div(a, b) * b; }
 
 void kb_matmul(float *y, const float *x, const kb_weight *w, int m) {
     if (m <= 0 || w->rows <= 0) return;
+    if (kb_dev_active) { kb_dev_active->matmul(y, x, w, m); return; }
     cpu_mm_block_fn *block = cpu_mm_block_scalar;
 #if CPU_X86
     switch (cpu_path_get()) {

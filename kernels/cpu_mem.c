@@ -22,11 +22,26 @@ size_t kb_dtype_size(kb_dtype dt) {
 
 /* calloc: large blocks come zeroed straight from the OS (lazily, page by
  * page), which matters for a KV pool of gigabytes that is mostly unused.
- * Kernels use unaligned loads, so calloc's 16-byte alignment is enough. */
-void *kb_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
-void  kb_free(void *p) { free(p); }
-void  kb_copy_to_device(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-void  kb_copy_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+ * Kernels use unaligned loads, so calloc's 16-byte alignment is enough.
+ * On cuda: managed memory (device_internal.h). kb_free and the copies ask
+ * the CUDA backend whenever it has ever been selected, so memory from
+ * either device may be freed or copied under either. */
+void *kb_alloc(size_t bytes) {
+    if (kb_dev_active) return kb_dev_active->alloc(bytes);
+    return calloc(1, bytes ? bytes : 1);
+}
+void kb_free(void *p) {
+    if (kb_dev_cuda && p && kb_dev_cuda->free_if_ours(p)) return;
+    free(p);
+}
+void kb_copy_to_device(void *dst, const void *src, size_t bytes) {
+    if (kb_dev_cuda) { kb_dev_cuda->copy(dst, src, bytes); return; }
+    memcpy(dst, src, bytes);
+}
+void kb_copy_to_host(void *dst, const void *src, size_t bytes) {
+    if (kb_dev_cuda) { kb_dev_cuda->copy(dst, src, bytes); return; }
+    memcpy(dst, src, bytes);
+}
 
 /* IEEE half -> float, exact, including subnormals, inf and NaN. Used where
  * F16C is absent and for tails. */
@@ -54,6 +69,8 @@ float cpu_f16_to_f32(uint16_t h) {
     return f;
 }
 
+/* On the host on every device: the loader converts mmapped 1-D tensors
+ * (norm vectors, biases) with it. */
 void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n) {
     switch (dt) {
     case KB_F32:
@@ -72,7 +89,10 @@ void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n) {
     }
 }
 
+/* On cuda w->data is device memory (kb_weight_upload): the CUDA backend
+ * converts the row there. */
 void kb_weight_row(float *dst, const kb_weight *w, int r) {
+    if (kb_dev_active) { kb_dev_active->weight_row(dst, w, r); return; }
     size_t es = kb_dtype_size(w->dt);
     const char *row = (const char *)w->data + (size_t)r * (size_t)w->cols * es;
     kb_to_f32(dst, row, w->dt, (size_t)w->cols);

@@ -36,12 +36,15 @@ static void rmsnorm_rows(void *vp, int c, int slot) {
 
 void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps) {
     if (m <= 0) return;
+    if (kb_dev_active) { kb_dev_active->rmsnorm(y, x, g, m, n, eps); return; }
     /* Rows are independent; ~64k elements per pool chunk. */
     int per = n > 0 && n < 65536 ? 65536 / n : 1;
     norm_job j = {.y = y, .x = x, .g = g, .m = m, .n = n, .rows_per_chunk = per, .eps = eps};
     cpu_parallel(rmsnorm_rows, &j, (m + per - 1) / per, 0);
 }
 
+/* On the host on every device: callers softmax logits rows they sample
+ * from, which are host-readable (managed memory on cuda). */
 double kb_softmax(float *x, int n) {
     if (n <= 0) return -INFINITY;
     float mx = x[0];

@@ -58,6 +58,7 @@ static void rope_rows(void *vp, int c, int slot) {
  * hundreds of rows gain. */
 void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta) {
     if (m <= 0) return;
+    if (kb_dev_active) { kb_dev_active->rope(x, pos, m, n_heads, head_dim, theta); return; }
     int per = 16;
     rope_job j = {.x = x, .pos = pos, .m = m, .n_heads = n_heads, .head_dim = head_dim, .rows_per_chunk = per,
                   .theta = theta};
@@ -105,12 +106,14 @@ static void swiglu_chunk(void *vp, int c, int slot) {
 }
 
 void kb_swiglu(float *out, const float *gate, const float *up, int m, int n) {
+    if (kb_dev_active) { if (m > 0 && n > 0) kb_dev_active->swiglu(out, gate, up, m, n); return; }
     size_t total = (size_t)m * (size_t)(n > 0 ? n : 0);
     swiglu_job j = {.out = out, .gate = gate, .up = up, .total = total};
     cpu_parallel(swiglu_chunk, &j, (int)((total + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK), 0);
 }
 
 void kb_add(float *x, const float *y, int m, int n) {
+    if (kb_dev_active) { if (m > 0 && n > 0) kb_dev_active->add(x, y, m, n); return; }
     size_t total = (size_t)m * n;
     for (size_t i = 0; i < total; i++) x[i] += y[i];
 }

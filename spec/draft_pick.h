@@ -12,4 +12,13 @@
  * 1; sampling: the largest q). Returns the token. */
 int draft_pick(spec_proposal *p, const float *logits, int V, int pos);
 
+/* The same over a reduced draft vocabulary (draft_vocab.h): logits[n] score
+ * draft ids 0..n-1, whose target ids are d2t[n]. The pick (argmax, or a draw
+ * with the request's RNG) is made among the n ids; a sampling request's q
+ * row (V wide, as the verifier reads it) is the draft distribution over
+ * the n target ids and exactly 0 elsewhere, so rejection sampling stays
+ * exact. probs: scratch [n]. Returns the TARGET id. With d2t the identity
+ * (n = V) this is bit-identical to draft_pick. */
+int draft_pick_mapped(spec_proposal *p, const float *logits, int n, const int *d2t, int V, float *probs, int pos);
+
 #endif

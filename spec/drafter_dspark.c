@@ -21,14 +21,16 @@ typedef struct {
     kv_cache *kv;             /* ck.cfg.n_layers layers: context rows, then temporary block rows */
     layer_scratch *ls;
     int max_seqs, max_rows, V, H, TH, G, R;   /* TH = n_taps·H, G = block size, R = Markov rank */
+    int NV;                   /* logits per slot: the draft vocabulary's N (ck.dv), else V */
     /* per slot */
     int *kv_seq;              /* -1 = not begun */
     int *n_ctx;               /* context positions in the KV: 0..n_ctx-1 */
     row_queue *pend;          /* taps of positions n_ctx.. not fed yet, [TH] rows */
     int *broken;
     /* scratch, max_rows rows */
-    float *taps, *x, *hn, *logits, *base;
-    float *w1row, *bias, *feat;   /* [R], [V], [H + R] */
+    float *taps, *x, *hn, *logits, *base;   /* logits [max_rows, NV] */
+    float *w1row, *bias, *feat;   /* [R], [NV], [H + R] */
+    float *probs;                 /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos, *nctx, *req_of_row, *done;
     float *trace_cor, *trace_base;
 } ds_state;
@@ -87,18 +89,27 @@ static int feed_context(ds_state *s, spec_proposal *reqs, int n, char *err, size
     return 0;
 }
 
+/* A trace row (V wide) from a logits row (NV wide). */
+static void trace_row(const ds_state *s, float *dst, const float *lg) {
+    if (s->ck.dv.n) draft_vocab_scatter(&s->ck.dv, dst, lg);
+    else memcpy(dst, lg, sizeof(float) * (size_t)s->V);
+}
+
 /* The sequential heads over one block of request p whose normed rows are
- * hn[G, H] and base logits U[nk, V] (nk = drafts wanted from this block). */
+ * hn[G, H] and base logits U[nk, NV] (nk = drafts wanted from this block).
+ * prev, the Markov head's previous token, is always a target id (the
+ * anchor, then each draft mapped back), so W1 [V, r] is read by target id
+ * with or without a draft vocabulary; W2's rows are the NV scored ids. */
 static void block_heads(ds_state *s, spec_proposal *p, int first, const float *hn, float *U, int nk, int trace) {
     const dspark_ckpt *c = &s->ck;
     int prev = first;
     for (int k = 0; k < nk; k++) {
-        float *lg = U + (size_t)k * s->V;
-        if (trace && s->trace_base) memcpy(s->trace_base + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
+        float *lg = U + (size_t)k * s->NV;
+        if (trace && s->trace_base) trace_row(s, s->trace_base + (size_t)p->k * s->V, lg);
         if (s->R > 0) {
             kb_weight_row(s->w1row, &c->w1, prev);
             kb_matmul(s->bias, s->w1row, &c->w2, 1);
-            kb_add(lg, s->bias, 1, s->V);
+            kb_add(lg, s->bias, 1, s->NV);
         }
         if (c->has_conf) {
             memcpy(s->feat, hn + (size_t)k * s->H, sizeof(float) * (size_t)s->H);
@@ -108,8 +119,9 @@ static void block_heads(ds_state *s, spec_proposal *p, int first, const float *h
             p->conf[p->k] = (float)(1.0 / (1.0 + exp(-((double)z + c->conf_b))));
             p->has_conf = 1;
         }
-        if (trace && s->trace_cor) memcpy(s->trace_cor + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
-        int t = draft_pick(p, lg, s->V, p->k);
+        if (trace && s->trace_cor) trace_row(s, s->trace_cor + (size_t)p->k * s->V, lg);
+        int t = c->dv.n ? draft_pick_mapped(p, lg, s->NV, c->dv.d2t, s->V, s->probs, p->k)
+                        : draft_pick(p, lg, s->V, p->k);
         p->draft[p->k++] = t;
         prev = t;
     }
@@ -181,7 +193,7 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
                     spec_proposal *p = &reqs[r];
                     int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
                     int first = b ? p->draft[p->k - 1] : p->tokens[p->n_tokens - 1];
-                    block_heads(s, p, first, s->hn + (size_t)row * H, s->logits + (size_t)nl * s->V, nk, r == 0);
+                    block_heads(s, p, first, s->hn + (size_t)row * H, s->logits + (size_t)nl * s->NV, nk, r == 0);
                     nl += nk;
                 }
             }
@@ -218,7 +230,7 @@ static void ds_free(drafter *d) {
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken); free(s->kv_seq); free(s->n_ctx);
         kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits); kb_free(s->base);
-        kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat);
+        kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat); free(s->probs);
         free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done);
         free(s);
     }
@@ -255,6 +267,13 @@ static void startup_message(const ds_state *s, const dspark_opts *o) {
     fprintf(stderr, ", %d draft layers, markov rank %d, confidence head %s%s%s\n", s->ck.cfg.n_layers, s->R,
             s->ck.has_conf ? "yes" : "no", s->ck.own_embed ? "" : ", target's embedding",
             s->ck.own_lm_head ? "" : ", target's lm_head");
+    const draft_vocab *dv = &s->ck.dv;
+    if (dv->n)
+        fprintf(stderr, "dspark: draft vocabulary %d of %d (d2t from %s): lm_head %s%s; drafts are target ids, "
+                "q is 0 outside the set, verification unchanged\n", dv->n, dv->vocab, dv->path,
+                s->ck.reduced_head ? "stored reduced [N, H]"
+                : s->ck.own_lm_head ? "rows gathered" : "rows gathered from the target's",
+                s->R > 0 ? ", markov_w2 rows gathered" : "");
 }
 
 int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, const tokenizer *tt,
@@ -277,6 +296,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->TH = c->n_taps * s->H;
     s->G = c->block_size;
     s->R = c->markov_rank;
+    s->NV = c->dv.n ? c->dv.n : s->V;
     s->max_seqs = o->max_seqs > 0 ? o->max_seqs : 16;
     s->max_rows = 64 > 4 * s->G ? 64 : 4 * s->G;
     int ctx = t->cfg.max_position_embeddings;
@@ -302,6 +322,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->w1row = kb_alloc((size_t)(s->R + 1) * sizeof(float));
     s->bias = kb_alloc(V * sizeof(float));
     s->feat = kb_alloc((H + (size_t)s->R) * sizeof(float));
+    s->probs = malloc(sizeof(float) * (size_t)s->NV);
     s->seq = malloc(sizeof(int) * R);
     s->pos = malloc(sizeof(int) * R);
     s->nctx = malloc(sizeof(int) * R);
@@ -309,7 +330,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->done = calloc(S, sizeof(int));
     if (!s->kv_seq || !s->n_ctx || !s->pend || !s->broken || !s->taps || !s->x ||
         !s->hn || !s->base || !s->logits || !s->w1row || !s->bias || !s->feat || !s->seq || !s->pos || !s->nctx ||
-        !s->req_of_row || !s->done) {
+        !s->req_of_row || !s->done || !s->probs) {
         errf(err, errlen, "dspark: out of memory");
         goto fail;
     }

@@ -40,7 +40,13 @@
  *          inferred. scripts/make_drafter_fixture.py (dspark_chain) is the
  *          PyTorch reference of this rule, checked by tests/test_drafter_dspark.c.
  * All block rows are temporary: the KV cache is truncated back to the
- * context after every proposal. */
+ * context after every proposal.
+ *
+ * Draft vocabulary (optional; dspark_ckpt.h, draft_vocab.h): with a d2t
+ * map of N ids in the checkpoint, U_k and the Markov term are computed for
+ * those N rows only; the pick is made among them and mapped to its target
+ * id (what the block, the Markov chain and the verifier see), and a
+ * sampled draft's q is zero outside the set. */
 #ifndef SPECBED_DRAFTER_DSPARK_H
 #define SPECBED_DRAFTER_DSPARK_H
 #include "drafter.h"
@@ -65,7 +71,8 @@ int drafter_dspark_block_size(const drafter *d);
 
 /* Test hook: while set, each propose writes, for its FIRST request, the
  * Markov-corrected logits (and, if base is not NULL, U_k) behind every draft
- * to corrected[k * vocab] / base[k * vocab]. NULL = off. */
+ * to corrected[k * vocab] / base[k * vocab] (with a draft vocabulary, by
+ * target id, -INFINITY outside the set). NULL = off. */
 void drafter_dspark_set_trace(drafter *d, float *corrected, float *base);
 
 #endif

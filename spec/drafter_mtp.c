@@ -2,7 +2,8 @@
  * and the step-to-module rule).
  * Owns: the modules' weights bound from the target checkpoint, their paged
  * KV cache (one layer per module; true rows only between proposals), the
- * target hidden states not yet fed (per slot), and the row scratch.
+ * target hidden states not yet fed (per slot), the row scratch, and the
+ * optional draft vocabulary (draft_vocab.h) with the heads gathered to it.
  * Must not: touch the target's KV or weights beyond reading embed, final
  * norm and lm_head; do arithmetic outside the backend kernels. */
 #include "drafter_mtp.h"
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "draft_pick.h"
+#include "draft_vocab.h"
 #include "errmsg.h"
 #include "forward.h"
 #include "layer.h"
@@ -21,7 +23,8 @@ typedef struct {
     float *enorm, *hnorm;     /* [H] */
     float *head_norm;         /* [H] shared_head.norm when the checkpoint has its own, else NULL */
     const float *final_norm;  /* what the module's output is normalised with: head_norm or model.norm */
-    kb_weight head;           /* shared_head.head when present, else the target's lm_head */
+    kb_weight head;           /* shared_head.head when present, else the target's lm_head; [NV, H]
+                                 (rows gathered to the draft vocabulary when there is one) */
     kb_weight eh;             /* [H, 2H] */
     int own_head;
 } mtp_module;
@@ -33,6 +36,8 @@ typedef struct {
     kv_cache *kv;             /* n_mod layers: layer j is module j's */
     layer_scratch *ls;
     int max_seqs, max_rows, V, H;
+    draft_vocab dv;           /* dv.n = 0: none */
+    int NV;                   /* logits per row: dv.n, else V */
     /* per slot */
     int *kv_seq;              /* -1 = not begun */
     int *n_true;              /* true rows in the modules' KV: rows 0..n_true-1 */
@@ -42,7 +47,8 @@ typedef struct {
     float *e, *h;             /* the rows' inputs: Emb(token), hidden; every module reads them */
     float *en, *hn, *cat;     /* one module's enorm(e), hnorm(h) and [en; hn] ([R, 2H]) */
     float *x, *xn;            /* eh_proj output / block output; input_layernorm(x) for K/V-only modules */
-    float *g, *gl, *logits;
+    float *g, *gl, *logits;   /* logits [max_rows, NV] */
+    float *probs;             /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos;
     int *req_of_row;          /* request whose draft this row gives, or -1 */
     float *chain_h;           /* [max_seqs, H] g of each request's latest row */
@@ -114,10 +120,15 @@ static int mtp_pass(mtp_state *s, int nr, int m) {
 /* Row i of the pass gave draft number k of request r. */
 static void take_draft(mtp_state *s, spec_proposal *reqs, int r, int row, int lrow) {
     spec_proposal *p = &reqs[r];
-    const float *lg = s->logits + (size_t)lrow * s->V;
-    if (s->trace && r == 0) memcpy(s->trace + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
+    const float *lg = s->logits + (size_t)lrow * s->NV;
+    if (s->trace && r == 0) {
+        if (s->dv.n) draft_vocab_scatter(&s->dv, s->trace + (size_t)p->k * s->V, lg);
+        else memcpy(s->trace + (size_t)p->k * s->V, lg, sizeof(float) * (size_t)s->V);
+    }
     memcpy(s->chain_h + (size_t)r * s->H, s->g + (size_t)row * s->H, sizeof(float) * (size_t)s->H);
-    p->draft[p->k] = draft_pick(p, lg, s->V, p->k);
+    /* a target id either way: the next step embeds it, the verifier checks it */
+    p->draft[p->k] = s->dv.n ? draft_pick_mapped(p, lg, s->NV, s->dv.d2t, s->V, s->probs, p->k)
+                             : draft_pick(p, lg, s->V, p->k);
     p->k++;
 }
 
@@ -227,6 +238,7 @@ static void mtp_free(drafter *d) {
                 free(s->mod[j].enorm); free(s->mod[j].hnorm); free(s->mod[j].head_norm);
             }
         free(s->mod);
+        draft_vocab_free(&s->dv);   /* the gathered heads, after the modules stop using them */
         kv_cache_free(s->kv);
         layer_scratch_free(s->ls);
         if (s->pend)
@@ -235,7 +247,7 @@ static void mtp_free(drafter *d) {
         free(s->kv_seq); free(s->n_true);
         kb_free(s->e); kb_free(s->h); kb_free(s->en); kb_free(s->hn); kb_free(s->cat);
         kb_free(s->x); kb_free(s->xn); kb_free(s->g); kb_free(s->gl); kb_free(s->logits);
-        free(s->seq); free(s->pos); free(s->req_of_row); free(s->chain_h); free(s->done);
+        free(s->seq); free(s->pos); free(s->req_of_row); free(s->chain_h); free(s->done); free(s->probs);
         free(s);
     }
     free(d);
@@ -301,6 +313,12 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->n_mod = c->n_mtp_layers;
     for (int j = 0; j < s->n_mod; j++)
         if (bind_module(&s->mod[j], m, j, err, errlen)) goto fail;
+    if (draft_vocab_load(&s->dv, m->dir, s->V, err, errlen)) goto fail;
+    for (int j = 0; j < s->n_mod && s->dv.n; j++)
+        if (draft_vocab_gather(&s->dv, &s->mod[j].head, &s->mod[j].head,
+                               s->mod[j].own_head ? "shared_head.head.weight" : "the target's lm_head", err, errlen))
+            goto fail;
+    s->NV = s->dv.n ? s->dv.n : s->V;
     if (!(o && o->quiet)) {
         const int L = c->n_layers, n = s->n_mod;
         if (n == 1)
@@ -313,6 +331,10 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
             fprintf(stderr, "mtp: module %d (model.layers.%d.*) normalises with %s and projects with %s\n", j, L + j,
                     s->mod[j].head_norm ? "its own shared_head.norm" : "the target's model.norm",
                     s->mod[j].own_head ? "its own shared_head.head" : "the target's lm_head");
+        if (s->dv.n)
+            fprintf(stderr, "mtp: draft vocabulary %d of %d (d2t from %s): every module's head has those %d rows "
+                    "gathered; drafts are target ids, q is 0 outside the set, verification unchanged\n", s->dv.n,
+                    s->dv.vocab, s->dv.path, s->dv.n);
     }
 
     int ctx = c->max_position_embeddings;
@@ -343,9 +365,10 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->req_of_row = malloc(sizeof(int) * R);
     s->chain_h = malloc(sizeof(float) * S * H);
     s->done = calloc(S, sizeof(int));
+    s->probs = malloc(sizeof(float) * (size_t)s->NV);
     if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->e || !s->h || !s->en || !s->hn || !s->cat ||
         !s->x || !s->xn || !s->g || !s->gl || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
-        !s->chain_h || !s->done) {
+        !s->chain_h || !s->done || !s->probs) {
         errf(err, errlen, "mtp: out of memory");
         goto fail;
     }

@@ -46,7 +46,17 @@
  * specbed: the same k mod n choice and per-module heads and KV layers, at
  * any depth 1..16; differences: every module's KV layer is kept complete
  * (above), and the hidden chained is g after the module's final norm (the
- * one-module convention of tiny_modules.py, kept for every module). */
+ * one-module convention of tiny_modules.py, kept for every module).
+ *
+ * Draft vocabulary (optional, draft_vocab.h): a draft_vocab.safetensors in
+ * the target's directory, beside the modules it serves (d2t [N]; not listed
+ * in model.safetensors.index.json). One top-level map for every module, as
+ * EAGLE-3 has one d2t per drafter: the map describes the drafting
+ * vocabulary, not a module, and every module's head (its own
+ * shared_head.head or the target's lm_head, both [V, H]) has its N rows
+ * gathered once at load. Each step scores only those N ids, picks among
+ * them and maps the pick to its target id (the id the next step embeds and
+ * the verifier checks); a sampled draft's q is zero outside the set. */
 #ifndef SPECBED_DRAFTER_MTP_H
 #define SPECBED_DRAFTER_MTP_H
 #include "drafter.h"
@@ -64,7 +74,8 @@ typedef struct {
 int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *target, char *err, size_t errlen);
 
 /* Test hook: while set, each propose writes the logits behind every draft of
- * its FIRST request to logits[k * vocab] (k < that request's drafts). NULL = off. */
+ * its FIRST request to logits[k * vocab] (k < that request's drafts; with a
+ * draft vocabulary, by target id, -INFINITY outside the set). NULL = off. */
 void drafter_mtp_set_trace(drafter *d, float *logits);
 
 #endif

@@ -99,6 +99,11 @@ static int parse_config(dspark_ckpt *c, const cJSON *root, const char *path, con
         int_field(root, "enable_confidence_head", 0, 0, 0, 1, &c->has_conf, path, err, el) ||
         int_field(root, "confidence_head_with_markov", 0, 0, 0, 1, &c->conf_with_markov, path, err, el))
         return -1;
+    /* EAGLE-3's field; checked against the d2t map at load (0 = absent) */
+    const cJSON *dvs = cJSON_GetObjectItemCaseSensitive(root, "draft_vocab_size");
+    if (dvs && !cJSON_IsNull(dvs) &&
+        int_field(root, "draft_vocab_size", 1, 0, 1, tc->vocab_size, &c->draft_vocab_size, path, err, el))
+        return -1;
     if (c->mask_token_id >= tc->vocab_size)
         return errf(err, el, "%s: mask_token_id %d is outside the vocabulary (%d)", path, c->mask_token_id, tc->vocab_size);
     if (c->markov_rank > 0 && cJSON_GetObjectItemCaseSensitive(root, "markov_head_type") &&
@@ -147,11 +152,13 @@ static int read_config(dspark_ckpt *c, const char *dir, const model *t, char *er
 
 void dspark_ckpt_free(dspark_ckpt *c) {
     if (!c) return;
+    draft_vocab_free(&c->dv);   /* the gathered heads */
     if (c->layers)
         for (int l = 0; l < c->cfg.n_layers; l++) layer_weights_free(&c->layers[l]);
     free(c->layers);
     free(c->norm);
     free(c->hidden_norm);
+    kb_weight_release_owner(c->st);   /* the device copies of its own weights (--device cuda) */
     st_close(c->st);
     memset(c, 0, sizeof *c);
 }
@@ -181,6 +188,15 @@ int dspark_ckpt_load(dspark_ckpt *c, const char *dir, const model *t, char *err,
     if (r > 0 && (model_bind_matrix(&c->w1, c->st, "markov_head.markov_w1.weight", V, r, err, el) ||
                   model_bind_matrix(&c->w2, c->st, "markov_head.markov_w2.weight", V, r, err, el)))
         goto fail;
+    if (draft_vocab_load(&c->dv, dir, V, err, el)) goto fail;
+    const int N = c->dv.n;
+    if (c->draft_vocab_size && c->draft_vocab_size != (N ? N : V)) {
+        if (N) errf(err, el, "%s/config.json: draft_vocab_size %d, but %s maps %d ids", dir, c->draft_vocab_size,
+                    c->dv.path, N);
+        else errf(err, el, "%s/config.json: draft_vocab_size %d of %d, but there is no %s (the d2t map)", dir,
+                  c->draft_vocab_size, V, c->dv.path);
+        goto fail;
+    }
     if (c->has_conf) {
         float *b = NULL;
         if (model_bind_matrix(&c->conf_w, c->st, "confidence_head.proj.weight", 1, H + (c->conf_with_markov ? r : 0),
@@ -190,13 +206,28 @@ int dspark_ckpt_load(dspark_ckpt *c, const char *dir, const model *t, char *err,
         c->conf_b = b[0];
         free(b);
     }
+    /* with a draft vocabulary, lm_head.weight may be the reduced [N, H] */
+    const st_tensor *lh = st_find(c->st, "lm_head.weight");
+    c->reduced_head = N && N != V && lh && lh->ndim == 2 && lh->shape[0] == N;
     int re = optional_matrix(&c->embed, c->st, "embed_tokens.weight", V, H, err, el);
-    int rl = optional_matrix(&c->lm_head, c->st, "lm_head.weight", V, H, err, el);
-    if (re < 0 || rl < 0) goto fail;
+    int rl = optional_matrix(&c->lm_head, c->st, "lm_head.weight", c->reduced_head ? N : V, H, err, el);
+    if (re < 0) goto fail;
+    if (rl < 0) {
+        if (err && N && N != V) {
+            size_t n = strlen(err);
+            snprintf(err + n, el > n ? el - n : 0, " (with the draft vocabulary of %s: [%d, %d] reduced, or [%d, %d])",
+                     c->dv.path, N, H, V, H);
+        }
+        goto fail;
+    }
     c->own_embed = re;
     c->own_lm_head = rl;
     if (!re) c->embed = t->embed;
     if (!rl) c->lm_head = t->lm_head;
+    if (N && !c->reduced_head &&
+        draft_vocab_gather(&c->dv, &c->lm_head, &c->lm_head, rl ? "lm_head.weight" : "the target's lm_head", err, el))
+        goto fail;
+    if (N && r > 0 && draft_vocab_gather(&c->dv, &c->w2, &c->w2, "markov_head.markov_w2.weight", err, el)) goto fail;
     return 0;
 fail:
     dspark_ckpt_free(c);

@@ -15,9 +15,20 @@
  *   markov_head.markov_w2.weight [V, r], confidence_head.proj.{weight [1, H(+r)], bias [1]},
  *   embed_tokens.weight and lm_head.weight [V, H] — optional: DeepSpec
  *   makes them frozen copies of the target's, so when absent the target's
- *   embedding and lm_head are used (and the message says so). */
+ *   embedding and lm_head are used (and the message says so).
+ *
+ * Draft vocabulary (optional, draft_vocab.h): dir/draft_vocab.safetensors
+ * with d2t [N]. Then the two vocabulary-wide outputs cover the N draft ids
+ * only: lm_head.weight may be stored reduced, [N, H] in draft-id order (as
+ * EAGLE-3 stores its lm_head [draft_vocab_size, H]), or full [V, H] (or be
+ * absent: the target's), whose N rows are gathered once at load; the
+ * Markov head's markov_w2 [V, r] is gathered the same way. markov_w1 and
+ * the embedding stay [V, ·]: they are looked up by target id (the anchor
+ * and earlier drafts, always target ids). config.json's draft_vocab_size
+ * (EAGLE-3's field), when present, must equal N (or V with no map). */
 #ifndef SPECBED_DSPARK_CKPT_H
 #define SPECBED_DSPARK_CKPT_H
+#include "draft_vocab.h"
 #include "model.h"
 
 #define DSPARK_MAX_TAPS 8
@@ -30,11 +41,15 @@ typedef struct {
     int has_conf, conf_with_markov;
     st_model *st;
     layer_weights *layers;       /* [cfg.n_layers] */
-    kb_weight embed, lm_head;    /* the checkpoint's, or the target's */
+    kb_weight embed;             /* [V, H] the checkpoint's, or the target's */
+    kb_weight lm_head;           /* [NV, H], NV = dv.n with a draft vocabulary, else V */
     int own_embed, own_lm_head;
+    int reduced_head;            /* lm_head.weight was stored [N, H] */
+    draft_vocab dv;              /* dv.n = 0: none */
+    int draft_vocab_size;        /* config.json's, 0 = absent */
     float *norm, *hidden_norm;   /* [H] */
     kb_weight fc;                /* [H, n_taps·H] */
-    kb_weight w1, w2;            /* [V, r] each (w1 an embedding, w2 Linear(r → V)) */
+    kb_weight w1, w2;            /* w1 [V, r] an embedding; w2 [NV, r] Linear(r → NV) */
     kb_weight conf_w;            /* [1, H (+ r)] */
     float conf_b;
 } dspark_ckpt;

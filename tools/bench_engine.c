@@ -1,16 +1,19 @@
 /* bench_engine.c — what one forward costs on this machine, for a model dir.
  *
  * Reports prefill tokens/s, single-stream decode tokens/s, the cost of one
- * forward over r = 1..8 rows per sequence at batch 1, 4 and 16 (the verify
- * cost curve every later depth decision uses), the memory bandwidth of a
+ * forward over r = 1..8 rows per sequence (--max-rows: up to 16) at batch
+ * 1, 4 and 16 (the verify cost curve every later depth decision uses), on
+ * the CPU or a GPU (--device), the memory bandwidth of a
  * STREAM-style copy, and the decode roofline (bandwidth ÷ weight bytes read
  * per token). Prints a table and writes CSV (libcsv quoting).
  *
  * Unlike the load generator, this program links the engine: it measures the
  * engine itself, below HTTP. It uses only the public forward/KV API.
  *
- * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--tp N]
- * (--tp N under `mpirun -np N`: rank 0 measures, the others serve its forwards) */
+ * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R] [--tp N]
+ *                     [--device cpu|cuda]
+ * (--tp N under `mpirun -np N`: rank 0 measures, the others serve its forwards;
+ * --max-rows R: the cost curve's rows per sequence, 1..R, default 8, at most 16) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include "forward.h"
 #include "generate.h"
 #include "cli_tp.h"
+#include "cli_device.h"
 
 static double median(double *v, int n) {
     for (int i = 1; i < n; i++)
@@ -62,10 +66,12 @@ static size_t weight_bytes(const model *m) {
 
 
 int main(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL;
-    int reps = 5, ctx = 256, tp = 1;
-    static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--tp N]\n"
-                                "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH)\n";
+    const char *dir = NULL, *out = NULL, *device = "cpu";
+    int reps = 5, ctx = 256, tp = 1, max_r = 8;
+    static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R]\n"
+                                "                    [--tp N] [--device cpu|cuda]\n"
+                                "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
+                                " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -74,6 +80,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--reps")) { if (opt_int("bench_engine", a, v, 1, 1000, &reps)) return 2; }
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_engine", a, v, 1, 64, &tp)) return 2; }
+        else if (!strcmp(a, "--max-rows")) { if (opt_int("bench_engine", a, v, 1, 16, &max_r)) return 2; }
+        else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_engine", v)) return 2; }
         else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
         else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
@@ -81,11 +89,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_engine: --model DIR is required\n%s", usage);
         return 2;
     }
+    if (cli_device_select("bench_engine", device, tp)) return 1;
     char err[1024];
-    enum { MAXB = 16, MAXR = 8 };
+    enum { MAXB = 16, MAXR = 16 };   /* buffers; the curve runs rows 1..max_r */
     gen_engine *e;
-    gen_engine_opts eo = {.model_dir = dir, .max_seqs = MAXB, .max_batch_rows = MAXB * MAXR > ctx ? MAXB * MAXR : ctx,
-                          .max_seq_len = ctx + 2 * MAXR * (reps + 2) + 8};
+    gen_engine_opts eo = {.model_dir = dir, .max_seqs = MAXB, .max_batch_rows = MAXB * max_r > ctx ? MAXB * max_r : ctx,
+                          .max_seq_len = ctx + 2 * max_r * (reps + 2) + 8};
     tp_job job;
     if (tp_job_open(&job, "bench_engine", tp)) return 1;
     if (job.rank > 0) return tp_job_worker(&job, "bench_engine", eo);
@@ -97,15 +106,18 @@ int main(int argc, char **argv) {
     FILE *csv = out ? fopen(tmp_out, "w") : NULL;   /* renamed over --out when complete */
     if (out && !csv) { fprintf(stderr, "bench_engine: cannot write %s\n", out); gen_engine_free(e); return 1; }
     if (csv) fprintf(csv, "metric,batch,rows_per_seq,value,unit\n");
+    char kernels[64];
+    if (!strcmp(kb_device(), "cuda")) snprintf(kernels, sizeof kernels, "cuda (matmul %s)", kb_cuda_matmul());
+    else snprintf(kernels, sizeof kernels, "%s", kb_cpu_path());
     printf("model %s: %d layers, hidden %d, vocab %d, threads %d, kernels %s, tp %d\n", dir, c->n_layers,
-           c->hidden_size, c->vocab_size, kb_threads(), kb_cpu_path(), job.size);
+           c->hidden_size, c->vocab_size, kb_threads(), kernels, job.size);
 
     /* Token ids: a deterministic spread over the vocabulary. */
     int *toks = malloc(sizeof(int) * (size_t)(ctx + MAXB * MAXR));
     for (int i = 0; i < ctx + MAXB * MAXR; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)c->vocab_size);
     int seqs[MAXB];
     for (int b = 0; b < MAXB; b++) seqs[b] = kv_seq_new(e->kv);
-    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * MAXB * MAXR);
+    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * MAXB * max_r);
     int logit_rows[MAXB * MAXR];
     fwd_span spans[MAXB];
     double times[1000];
@@ -138,15 +150,19 @@ int main(int argc, char **argv) {
     const int batches[3] = {1, 4, 16};
     double decode_tps = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
-    for (int r = 1; r <= MAXR; r++) printf(" %7s%d", "rows=", r);
+    for (int r = 1; r <= max_r; r++) {
+        char h[16];
+        snprintf(h, sizeof h, "rows=%d", r);
+        printf(" %8s", h);
+    }
     printf("\n");
     for (int bi = 0; bi < 3; bi++) {
         int B = batches[bi];
         printf("%-8d", B);
-        for (int r = 1; r <= MAXR; r++) {
+        for (int r = 1; r <= max_r; r++) {
             int nl = 0;
             for (int b = 0; b < B; b++) {
-                spans[b] = (fwd_span){.seq = seqs[b], .n = r, .tokens = toks + ctx + b * MAXR};
+                spans[b] = (fwd_span){.seq = seqs[b], .n = r, .tokens = toks + ctx + b * max_r};
                 for (int k = 0; k < r; k++) logit_rows[nl] = nl, nl++;
             }
             fwd_batch fb = {.spans = spans, .n_spans = B};
@@ -176,7 +192,8 @@ int main(int argc, char **argv) {
     size_t wb = weight_bytes(e->m);
     double roof = gbs * 1e9 / (double)wb;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
-    printf("memory bandwidth (STREAM copy): %.1f GB/s\n", gbs);
+    printf("memory bandwidth (STREAM copy%s): %.1f GB/s\n",
+           strcmp(kb_device(), "cuda") ? "" : " of host memory, not the GPU's: the roofline below is the CPU's", gbs);
     printf("weights read per decode token%s: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
            job.size > 1 ? " (rank 0's shard; each rank reads its own in parallel)" : "", wb / 1e6, roof,
            100.0 * decode_tps / roof);

@@ -19,7 +19,7 @@
  * usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]
  *                   [--drafters ngram,draft,mtp,dspark] [--schedules fixed,...]
  *                   [--cost-table FILE] [--workloads code,prose] [--num-prompts N]
- *                   [--max-tokens N] [--depths 1-8] [--out FILE.csv] */
+ *                   [--max-tokens N] [--depths 1-8] [--out FILE.csv] [--device cpu|cuda] */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,7 @@
 #include "verify_policy.h"
 #include "spec_run.h"
 #include "cli_tp.h"
+#include "cli_device.h"
 
 typedef struct {
     int **ids;
@@ -79,13 +80,14 @@ static void free_set(prompt_set *ps) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
+    const char *device = "cpu";
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1;
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
         "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
-        "                  [--depths A-B] [--out F.csv] [--tp N (under mpirun -np N)]\n";
+        "                  [--depths A-B] [--out F.csv] [--tp N (under mpirun -np N)] [--device cpu|cuda]\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -99,6 +101,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
         else if (!strcmp(a, "--workloads")) snprintf(workloads_s, sizeof workloads_s, "%s", v);
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
+        else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_spec", v)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
@@ -113,6 +116,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_spec: --model DIR is required\n%s", usage);
         return 2;
     }
+    if (cli_device_select("bench_spec", device, tp)) return 1;
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};

@@ -16,9 +16,10 @@
 #include "verify_policy.h"
 #include "spec_run.h"
 #include "cli_tp.h"
+#include "cli_device.h"
 
 typedef struct {
-    const char *model_dir, *prompt, *prompt_file, *stats_json;
+    const char *model_dir, *prompt, *prompt_file, *stats_json, *device;
     int max_tokens, top_k, ignore_eos, depth, tp;
     drafter_opts dr;
     vpolicy_args verify;
@@ -60,6 +61,7 @@ static void help(FILE *f) {
         "                      (written atomically)\n"
         "  --tp N              tensor parallelism over N processes; start as\n"
         "                      `mpirun -np N specbed generate ... --tp N` (default 1)\n"
+        CLI_DEVICE_HELP
         "  -h, --help          this text\n");
 }
 
@@ -88,6 +90,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--temperature")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 100, &o->temperature)) return -1; }
         else if (!strcmp(a, "--top-p")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_float(CMD, a, v, 0, 1, &o->top_p)) return -1; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->tp)) return -1; }
+        else if (!strcmp(a, "--device")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->device = v; if (cli_device_check(CMD, v)) return -1; }
         else if (!strcmp(a, "--seed")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_u64(CMD, a, v, &o->seed)) return -1; }
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
@@ -178,6 +181,7 @@ int cli_generate(int argc, char **argv) {
         prompt_len = strlen(o.prompt);
     }
     const char *prompt = prompt_buf ? prompt_buf : o.prompt;
+    if (cli_device_select(CMD, o.device, o.tp)) { free(prompt_buf); return 1; }
 
     double t0 = gen_now();
     gen_engine *e;

@@ -11,6 +11,7 @@
 #include "cost_profile.h"
 #include "drafters.h"
 #include "cli_tp.h"
+#include "cli_device.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -28,11 +29,12 @@ static void help(FILE *f) {
         "  --history N         tokens already in each sequence's KV cache (default 256)\n"
         "  --reps N            repetitions per point; the median is kept (default 5)\n"
         "  --tp N              tensor parallelism over N processes (under `mpirun -np N`);\n"
-        "                      the table records the degree (default 1)\n");
+        "                      the table records the degree (default 1)\n"
+        CLI_DEVICE_HELP);
 }
 
 int cli_profile(int argc, char **argv) {
-    const char *model_dir = NULL, *out = NULL;
+    const char *model_dir = NULL, *out = NULL, *device = "cpu";
     drafter_opts dop = {.name = "none", .max_seqs = 8};
     int max_rows = 128, history = 256, reps = 5, tp = 1;
     for (int i = 1; i < argc; i++) {
@@ -45,10 +47,12 @@ int cli_profile(int argc, char **argv) {
         else if (!strcmp(a, "--max-rows")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 4096, &max_rows)) return 2; }
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }
+        else if (!strcmp(a, "--device")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; device = v; if (cli_device_check(CMD, v)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1000, &reps)) return 2; }
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model_dir || !out) { fprintf(stderr, "specbed profile: --model DIR and --out FILE are required\n"); return 2; }
+    if (cli_device_select(CMD, device, tp)) return 1;
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 8, .max_batch_rows = max_rows > 64 ? max_rows : 64,

@@ -13,6 +13,7 @@
 #include "verify_policy.h"
 #include "server.h"
 #include "cli_tp.h"
+#include "cli_device.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -64,6 +65,8 @@ static void help(FILE *f) {
         "                              nondet p=P  one logits row per step perturbed, per-process seed\n"
         "  --tp N                    tensor parallelism over N processes: start as\n"
         "                            `mpirun -np N specbed serve ... --tp N`; rank 0 serves HTTP\n"
+        "  --device D                cpu (default) or cuda: the kernels on the first visible GPU\n"
+        "                            (SPECBED_CUDA_MATMUL=cublas: cuBLAS matmuls, fast, not batch-invariant)\n"
         "  -h, --help                this text\n"
         "\n"
         "Request fields: model, prompt (completions: string or token ids) / messages (chat),\n"
@@ -76,7 +79,7 @@ static void help(FILE *f) {
         "                         absent = the server's --depth\n");
 }
 
-static int parse(int argc, char **argv, server_opts *o, int *tp) {
+static int parse(int argc, char **argv, server_opts *o, int *tp, const char **device) {
     server_opts_default(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -112,6 +115,7 @@ static int parse(int argc, char **argv, server_opts *o, int *tp) {
         else if (!strcmp(a, "--max-connections")) { VAL(); if (opt_int(CMD, a, v, 4, 65536, &o->max_connections)) return -1; }
         else if (!strcmp(a, "--http-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->http_timeout_s)) return -1; }
         else if (!strcmp(a, "--tp")) { VAL(); if (opt_int(CMD, a, v, 1, 64, tp)) return -1; }
+        else if (!strcmp(a, "--device")) { VAL(); *device = v; if (cli_device_check(CMD, v)) return -1; }
         else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
         else if (!strcmp(a, "--inject-fault")) {
             o->fault_on = 1;
@@ -132,7 +136,9 @@ static int parse(int argc, char **argv, server_opts *o, int *tp) {
 int cli_serve(int argc, char **argv) {
     server_opts o;
     int tp = 1;
-    if (parse(argc, argv, &o, &tp)) return 2;
+    const char *device = "cpu";
+    if (parse(argc, argv, &o, &tp, &device)) return 2;
+    if (cli_device_select(CMD, device, tp)) return 1;
     /* Signals are taken synchronously by this thread; every thread the
      * server (and MPI, under --tp) starts inherits the blocked mask. */
     sigset_t set;

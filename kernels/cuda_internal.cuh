@@ -1,0 +1,110 @@
+/* cuda_internal.cuh — what the CUDA backend's files (cuda_*.cu) share and
+ * nothing else: one call's bracket (lock, staging of host arguments,
+ * launch check, synchronisation), persistent device scratch, exact dtype
+ * widening and the CPU's exp on the device.
+ *
+ * Every kb_* call on cuda is one bracket:
+ *     cu_begin();
+ *     const float *dx = (const float *)cu_in(x, bytes);      host → staged copy; device/managed → as is
+ *     float *dy = (float *)cu_out(y, bytes, copy_in);        host → staged, copied back by cu_end
+ *     kernel<<<...>>>(dy, dx, ...);
+ *     cu_end("matmul");                                      check, synchronise, copy back, unlock
+ * so the caller may read the result on the host as soon as the call
+ * returns. That is correct first and slow: every call waits for the GPU and
+ * the engine's host-side memcpy of activations migrates managed pages back
+ * and forth. The next steps are one stream with no synchronisation between
+ * kernels of a forward (then CUDA graphs per batch shape), and device-side
+ * copies in place of the engine's memcpy (kb_copy_to_device).
+ * A CUDA error inside a compute call has no error return to go to
+ * (backend.h's calls are void): it is printed and the process aborts.
+ * One mutex serialises the calls (the staging area and scratch are shared). */
+#ifndef SPECBED_CUDA_INTERNAL_CUH
+#define SPECBED_CUDA_INTERNAL_CUH
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device_internal.h"
+
+void cu_check(cudaError_t e, const char *what);   /* aborts with a message unless cudaSuccess */
+void cu_begin(void);
+const void *cu_in(const void *p, size_t bytes);
+void *cu_out(void *p, size_t bytes, int copy_in);
+void cu_end(const char *what);
+/* Device buffer `slot` (CU_SCRATCH_*) of at least bytes, kept between calls
+ * (grown, never shrunk). Only inside a bracket. */
+enum { CU_SCRATCH_SCORES = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_N = 2 };
+void *cu_scratch(int slot, size_t bytes);
+/* 1 when the device can read p directly (device or managed memory). */
+int cu_on_device(const void *p);
+
+/* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
+void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);
+int  cuda_set_matmul(const char *mode);
+const char *cuda_matmul_mode(void);
+void cuda_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps);
+void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta);
+void cuda_swiglu(float *out, const float *gate, const float *up, int m, int n);
+void cuda_add(float *x, const float *y, int m, int n);
+void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx, int n_heads,
+                    float scale);
+void cuda_weight_row(float *dst, const kb_weight *w, int r);
+
+/* A kernel launch, `CU_LAUNCH(kernel, grid, block)(args...)`; a template
+ * kernel goes in parentheses. One spelling for every launch, so that
+ * tests/cuda_emu (the CUDA programming model emulated on the CPU, to run
+ * this backend where no GPU is) can stand in for the chevrons. */
+#ifndef CU_LAUNCH
+#define CU_LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+#endif
+
+/* ---- on the device -------------------------------------------------------- */
+
+__device__ __forceinline__ float cu_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ float cu_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }   /* exact */
+
+/* cpu_expf (cpu_internal.h) operation by operation: fmaf is correctly
+ * rounded on both, rintf rounds half to even on both, the scaling by 2^n is
+ * exact, so the device gives the CPU's bits (the .cu files are compiled
+ * with --fmad=false: nothing is fused that the CPU does not fuse). */
+#define CU_EXP_MAX 88.72283905206835f
+#define CU_EXP_MIN (-103.278929903431851103f)
+__device__ __forceinline__ float cu_expf(float x) {
+    if (x != x) return x;
+    if (x > CU_EXP_MAX) return __int_as_float(0x7f800000);
+    if (x < CU_EXP_MIN) return 0.0f;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float z = r * r;
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, z, r);
+    p = p + 1.0f;
+    int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
+    float s1 = __uint_as_float((uint32_t)(n1 + 127) << 23), s2 = __uint_as_float((uint32_t)(n2 + 127) << 23);
+    return (p * s1) * s2;
+}
+
+/* The CPU's 8-lane dot product (cpu_attention.c dot_hd_scalar, the AVX2
+ * matmul order): lane l sums k ≡ l (mod 8) with fma in increasing k over
+ * the whole blocks of 8, then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then
+ * the n%8 tail with fma. */
+__device__ __forceinline__ float cu_dot8(const float *a, const float *b, int n) {
+    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) l[j] = fmaf(a[k + j], b[k + j], l[j]);
+    }
+    float r = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for (; k < n; k++) r = fmaf(a[k], b[k], r);
+    return r;
+}
+
+#endif

@@ -1,0 +1,298 @@
+/* cuda_mem.cu — CUDA backend: start-up, memory, weights, and the bracket
+ * every compute call runs in (cuda_internal.cuh).
+ * Owns: the managed allocations behind kb_alloc (and their sizes), the
+ * device copies of weights (cudaMalloc, by owner), the staging area for
+ * host arguments, the persistent scratch buffers, the mutex, and the
+ * backend's function table (device_internal.h).
+ * Must not: be reached before kb_set_device("cuda") succeeded (nothing here
+ * runs in a CPU-only process), or take more managed memory than the card
+ * has free (an oversubscribed managed pool can hang the GPU): kb_alloc
+ * asks cudaMemGetInfo first and returns NULL, which callers report as out
+ * of memory.
+ *
+ * Weights are plain device memory, never managed: the kernels read them on
+ * every call and the host never does (kb_weight_row converts on the
+ * device). kb_alloc'd activations and KV pages are managed because the
+ * engine reads and writes them on the host between calls. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.cuh"
+#include "errmsg.h"
+
+#ifndef SPECBED_CUDA_ARCHS
+#define SPECBED_CUDA_ARCHS "?"
+#endif
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cu_check(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "specbed: CUDA error in %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    abort();
+}
+
+int cu_on_device(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();   /* clear it: an unknown pointer is host memory */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* ---- a growing table of (pointer, bytes, owner) --------------------------- */
+
+typedef struct { void *p; size_t bytes; const void *owner; } entry;
+typedef struct { entry *e; int n, cap; } table;
+
+static int table_add(table *t, void *p, size_t bytes, const void *owner) {
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        entry *e = (entry *)realloc(t->e, (size_t)cap * sizeof *e);
+        if (!e) return -1;
+        t->e = e;
+        t->cap = cap;
+    }
+    entry x = {p, bytes, owner};
+    t->e[t->n++] = x;
+    return 0;
+}
+
+static int table_find(const table *t, const void *p) {
+    for (int i = 0; i < t->n; i++)
+        if (t->e[i].p == p) return i;
+    return -1;
+}
+
+static void table_drop(table *t, int i) { t->e[i] = t->e[--t->n]; }
+
+static table g_managed;   /* kb_alloc */
+static table g_weights;   /* kb_weight_upload */
+
+/* ---- kb_alloc / kb_free / copies ------------------------------------------ */
+
+/* Headroom left free on the card beyond what kb_alloc hands out: cuBLAS's
+ * workspace, the scratch and staging buffers, the context itself. */
+static size_t headroom(size_t total) { return ((size_t)256 << 20) + total / 50; }
+
+static void *cu_alloc(size_t bytes) {
+    if (!bytes) bytes = 1;
+    pthread_mutex_lock(&g_lock);
+    void *p = NULL;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && bytes + headroom(total_b) <= free_b &&
+        cudaMallocManaged(&p, bytes, cudaMemAttachGlobal) == cudaSuccess) {
+        /* zeroed as backend.h promises; this also places the pages on the
+         * device, so cudaMemGetInfo counts them for the next request */
+        if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
+            table_add(&g_managed, p, bytes, NULL)) {
+            cudaFree(p);
+            p = NULL;
+        }
+    }
+    cudaGetLastError();
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+static int cu_free_if_ours(void *p) {
+    pthread_mutex_lock(&g_lock);
+    int i = table_find(&g_managed, p);
+    if (i >= 0) {
+        table_drop(&g_managed, i);
+        cu_check(cudaFree(p), "kb_free");
+    }
+    pthread_mutex_unlock(&g_lock);
+    return i >= 0;
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cu_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "kb_copy");
+}
+
+/* ---- weights -------------------------------------------------------------- */
+
+static int cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
+    size_t bytes = (size_t)w->rows * (size_t)w->cols * kb_dtype_size(w->dt);
+    if (!bytes || !w->data) return 0;
+    pthread_mutex_lock(&g_lock);
+    void *d = NULL;
+    cudaError_t e = cudaMalloc(&d, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(d, w->data, bytes, cudaMemcpyHostToDevice);
+    int rc = 0;
+    if (e != cudaSuccess || table_add(&g_weights, d, bytes, owner)) {
+        if (d) cudaFree(d);
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        rc = errf(err, errlen, "CUDA: cannot place a [%d, %d] weight (%zu bytes) on the device: %s "
+                  "(%zu of %zu bytes free)", w->rows, w->cols, bytes,
+                  e != cudaSuccess ? cudaGetErrorString(e) : "out of host memory", free_b, total_b);
+    } else {
+        w->data = d;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+static void cu_weight_release(kb_weight *w) {
+    pthread_mutex_lock(&g_lock);
+    int i = table_find(&g_weights, w->data);
+    if (i >= 0) {
+        cu_check(cudaFree(g_weights.e[i].p), "kb_weight_release");
+        table_drop(&g_weights, i);
+        w->data = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void cu_weight_release_owner(const void *owner) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = g_weights.n - 1; i >= 0; i--)
+        if (g_weights.e[i].owner == owner) {
+            cu_check(cudaFree(g_weights.e[i].p), "kb_weight_release_owner");
+            table_drop(&g_weights, i);
+        }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* ---- the bracket: staging and scratch ------------------------------------- */
+
+/* One device area for a call's staged host arguments, reset per call. When
+ * a call needs more than it holds, the excess goes to buffers of their own
+ * (freed at cu_end) and the area is regrown to the call's total for next
+ * time. */
+static char *g_stage;
+static size_t g_stage_cap, g_stage_used, g_stage_need;
+enum { MAX_EXTRA = 16, MAX_OUT = 8 };
+static void *g_extra[MAX_EXTRA];
+static int g_n_extra;
+typedef struct { void *host; void *dev; size_t bytes; } staged_out;
+static staged_out g_outs[MAX_OUT];
+static int g_n_outs;
+static void *g_scratch[CU_SCRATCH_N];
+static size_t g_scratch_cap[CU_SCRATCH_N];
+
+void cu_begin(void) {
+    pthread_mutex_lock(&g_lock);
+    g_stage_used = g_stage_need = 0;
+    g_n_extra = g_n_outs = 0;
+}
+
+static void *stage_alloc(size_t bytes) {
+    size_t a = (bytes + 255) & ~(size_t)255;
+    g_stage_need += a;
+    if (g_stage_used + a <= g_stage_cap) {
+        void *p = g_stage + g_stage_used;
+        g_stage_used += a;
+        return p;
+    }
+    if (g_n_extra == MAX_EXTRA) {
+        fprintf(stderr, "specbed: CUDA: more than %d staged arguments in one call\n", MAX_EXTRA);
+        abort();
+    }
+    void *p;
+    cu_check(cudaMalloc(&p, a), "staging host arguments");
+    g_extra[g_n_extra++] = p;
+    return p;
+}
+
+const void *cu_in(const void *p, size_t bytes) {
+    if (!p || !bytes || cu_on_device(p)) return p;
+    void *d = stage_alloc(bytes);
+    cu_check(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "staging a host argument");
+    return d;
+}
+
+void *cu_out(void *p, size_t bytes, int copy_in) {
+    if (!p || !bytes || cu_on_device(p)) return p;
+    if (g_n_outs == MAX_OUT) {
+        fprintf(stderr, "specbed: CUDA: more than %d staged results in one call\n", MAX_OUT);
+        abort();
+    }
+    void *d = stage_alloc(bytes);
+    if (copy_in) cu_check(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "staging a host argument");
+    staged_out o = {p, d, bytes};
+    g_outs[g_n_outs++] = o;
+    return d;
+}
+
+void *cu_scratch(int slot, size_t bytes) {
+    if (bytes > g_scratch_cap[slot]) {
+        if (g_scratch[slot]) cu_check(cudaFree(g_scratch[slot]), "freeing scratch");
+        size_t cap = bytes + bytes / 4;
+        cu_check(cudaMalloc(&g_scratch[slot], cap), "device scratch");
+        g_scratch_cap[slot] = cap;
+    }
+    return g_scratch[slot];
+}
+
+void cu_end(const char *what) {
+    cu_check(cudaGetLastError(), what);        /* the launch */
+    cu_check(cudaDeviceSynchronize(), what);   /* the kernel */
+    for (int i = 0; i < g_n_outs; i++)
+        cu_check(cudaMemcpy(g_outs[i].host, g_outs[i].dev, g_outs[i].bytes, cudaMemcpyDeviceToHost), what);
+    if (g_n_extra) {
+        for (int i = 0; i < g_n_extra; i++) cu_check(cudaFree(g_extra[i]), what);
+        if (g_stage) cu_check(cudaFree(g_stage), what);
+        g_stage = NULL;
+        g_stage_cap = 0;
+        size_t cap = g_stage_need + g_stage_need / 4;
+        if (cudaMalloc((void **)&g_stage, cap) == cudaSuccess) g_stage_cap = cap;
+        else { g_stage = NULL; cudaGetLastError(); }   /* later calls stage through extras */
+    }
+    g_n_extra = g_n_outs = 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* ---- start-up --------------------------------------------------------------- */
+
+__global__ void probe_kernel(int *flag) { *flag = 42; }
+
+static const kb_cuda_ops OPS = {
+    cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
+    cuda_weight_row, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
+    cuda_set_matmul, cuda_matmul_mode,
+};
+
+extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return errf(err, errlen, "no CUDA device is visible (%s)",
+                    e == cudaSuccess || e == cudaErrorNoDevice ? "the driver lists none; check CUDA_VISIBLE_DEVICES"
+                    : e == cudaErrorInsufficientDriver ? "no NVIDIA driver is loaded, or it is older than this "
+                                                         "build's CUDA runtime"
+                                                       : cudaGetErrorString(e));
+    }
+    cudaDeviceProp p;
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess)
+        return errf(err, errlen, "CUDA device 0: %s", cudaGetErrorString(e));
+    if (p.major < 8)
+        return errf(err, errlen, "CUDA device 0 (%s) has compute capability %d.%d; this build carries code for "
+                    "sm_%s (and PTX for newer GPUs) only", p.name, p.major, p.minor, SPECBED_CUDA_ARCHS);
+    if (!p.managedMemory)
+        return errf(err, errlen, "CUDA device 0 (%s) does not support managed memory", p.name);
+    /* one launch now, so that a missing kernel image or a broken driver is
+     * reported here and not from inside the first forward */
+    int *flag = NULL, got = 0;
+    if ((e = cudaMalloc(&flag, sizeof *flag)) == cudaSuccess) {
+        CU_LAUNCH(probe_kernel, 1, 1)(flag);
+        if ((e = cudaGetLastError()) == cudaSuccess && (e = cudaDeviceSynchronize()) == cudaSuccess)
+            e = cudaMemcpy(&got, flag, sizeof got, cudaMemcpyDeviceToHost);
+        cudaFree(flag);
+    }
+    if (e != cudaSuccess || got != 42) {
+        cudaGetLastError();
+        return errf(err, errlen, "CUDA device 0 (%s, sm_%d%d) cannot run this build's kernels (built for sm_%s): %s",
+                    p.name, p.major, p.minor, SPECBED_CUDA_ARCHS,
+                    e != cudaSuccess ? cudaGetErrorString(e) : "the probe kernel wrote nothing");
+    }
+    *ops = &OPS;
+    return 0;
+}

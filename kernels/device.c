@@ -1,0 +1,70 @@
+/* device.c — which device the kernels run on (backend.h kb_set_device).
+ * Owns: the process-wide switch (device_internal.h), the CUDA backend's
+ * start-up, the weight-upload entry points, and the one place the
+ * diagnostic SPECBED_CUDA_MATMUL is read.
+ * Must not: initialise CUDA unless "cuda" is asked for (a CPU run of a CUDA
+ * build must not pay for, or depend on, a driver), or name a CUDA symbol in
+ * a build without CUDA (SPECBED_HAVE_CUDA is defined for this file only
+ * when the .cu files are compiled in).
+ *
+ * The switch is process-wide state, like the SIMD path: it describes what
+ * the process computes on, every kernel call must see the same one, and it
+ * is set at startup (tools: before the engine is made; tests may switch
+ * back and forth between runs, never while a kernel runs). */
+#include "backend.h"
+#include "device_internal.h"
+#include "errmsg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const kb_cuda_ops *kb_dev_active = NULL;
+const kb_cuda_ops *kb_dev_cuda = NULL;
+
+int kb_set_device(const char *name, char *err, size_t errlen) {
+    if (name && !strcmp(name, "cpu")) {
+        kb_dev_active = NULL;
+        return 0;
+    }
+    if (!name || strcmp(name, "cuda"))
+        return errf(err, errlen, "unknown device '%s' (expected cpu or cuda)", name ? name : "(null)");
+#ifdef SPECBED_HAVE_CUDA
+    if (!kb_dev_cuda) {
+        const kb_cuda_ops *ops;
+        if (cuda_backend_init(&ops, err, errlen)) return -1;
+        /* diagnostic (README lists it): the matmul mode, read once here */
+        const char *mode = getenv("SPECBED_CUDA_MATMUL");
+        if (mode && *mode && ops->set_matmul(mode))
+            return errf(err, errlen, "SPECBED_CUDA_MATMUL=%s: expected invariant or cublas (and cuBLAS loadable)",
+                        mode);
+        kb_dev_cuda = ops;
+    }
+    kb_dev_active = kb_dev_cuda;
+    return 0;
+#else
+    return errf(err, errlen, "this build has no CUDA backend (nvcc was not found, or SPECBED_CUDA=OFF, "
+                             "when it was configured)");
+#endif
+}
+
+const char *kb_device(void) { return kb_dev_active ? "cuda" : "cpu"; }
+
+int kb_set_cuda_matmul(const char *mode) {
+    if (!kb_dev_cuda) return -1;
+    return kb_dev_cuda->set_matmul(mode);
+}
+
+const char *kb_cuda_matmul(void) { return kb_dev_cuda ? kb_dev_cuda->matmul_mode() : "invariant"; }
+
+int kb_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
+    if (!kb_dev_active) return 0;
+    return kb_dev_active->weight_upload(w, owner, err, errlen);
+}
+
+void kb_weight_release(kb_weight *w) {
+    if (kb_dev_cuda && w) kb_dev_cuda->weight_release(w);
+}
+
+void kb_weight_release_owner(const void *owner) {
+    if (kb_dev_cuda) kb_dev_cuda->weight_release_owner(owner);
+}

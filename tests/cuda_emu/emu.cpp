@@ -1,0 +1,275 @@
+/* emu.cpp — the emulator behind emu.h: fibers for a block's threads, the
+ * fake runtime over host memory, and a reference GEMM standing in for
+ * cuBLAS. x86-64 only (the fiber switch is a few lines of assembly: the
+ * callee-saved registers and the stack pointer). */
+#include "emu.h"
+
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <map>
+
+/* ---- fibers -------------------------------------------------------------------- */
+
+extern "C" void emu_swap(void **save_sp, void *load_sp);
+asm(R"(
+    .text
+    .globl emu_swap
+    .type emu_swap,@function
+emu_swap:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_swap, .-emu_swap
+)");
+
+namespace {
+enum { STACK = 256 << 10, MAX_THREADS = 1024 };
+struct fiber {
+    void *sp;
+    char *stack;
+    uint3 tid;
+    int done, barriers;
+};
+fiber g_f[MAX_THREADS];
+int g_nf;
+fiber *g_cur;
+void *g_sched_sp;
+const std::function<void()> *g_body;
+float g_shfl[MAX_THREADS];
+
+void trampoline() {
+    (*g_body)();
+    g_cur->done = 1;
+    emu_swap(&g_cur->sp, g_sched_sp);
+    abort();   /* never resumed */
+}
+
+void fiber_init(fiber *f) {
+    if (!f->stack) f->stack = (char *)malloc(STACK);
+    uintptr_t top = ((uintptr_t)(f->stack + STACK)) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 16);
+    *sp = (void *)trampoline;          /* emu_swap's ret goes here, with rsp ≡ 8 (mod 16) as after a call */
+    for (int i = 0; i < 6; i++) *--sp = 0;   /* the six callee-saved registers */
+    f->sp = sp;
+    f->done = 0;
+    f->barriers = 0;
+}
+}  // namespace
+
+uint3 emu_block_idx;
+dim3 emu_block_dim, emu_grid_dim;
+
+uint3 emu_thread_idx(void) { return g_cur->tid; }
+
+void __syncthreads(void) {
+    g_cur->barriers++;
+    emu_swap(&g_cur->sp, g_sched_sp);
+}
+
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+    (void)mask;
+    int t = (int)(g_cur - g_f);
+    g_shfl[t] = v;
+    __syncthreads();
+    float r = g_shfl[(t & ~31) | ((t & 31) ^ lane_mask)];
+    __syncthreads();
+    return r;
+}
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &body) {
+    int n = (int)(block.x * block.y * block.z);
+    if (n <= 0 || n > MAX_THREADS) {
+        fprintf(stderr, "cuda_emu: block of %d threads\n", n);
+        abort();
+    }
+    emu_grid_dim = grid;
+    emu_block_dim = block;
+    g_body = &body;
+    g_nf = n;
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                emu_block_idx = uint3{bx, by, bz};
+                for (int i = 0; i < n; i++) {
+                    fiber_init(&g_f[i]);
+                    g_f[i].tid = uint3{(unsigned)i % block.x, (unsigned)i / block.x % block.y,
+                                       (unsigned)i / (block.x * block.y)};
+                }
+                /* each pass runs every live thread to its next barrier (or its end) */
+                for (int live = n; live > 0;) {
+                    int finished = 0, waiting = 0, level = -1;
+                    for (int i = 0; i < n; i++) {
+                        if (g_f[i].done) continue;
+                        g_cur = &g_f[i];
+                        emu_swap(&g_sched_sp, g_f[i].sp);
+                        if (g_f[i].done) {
+                            finished++;
+                        } else {
+                            waiting++;
+                            if (level < 0) level = g_f[i].barriers;
+                            if (g_f[i].barriers != level) {
+                                fprintf(stderr, "cuda_emu: threads of one block at different barriers\n");
+                                abort();
+                            }
+                        }
+                    }
+                    if (finished && waiting) {
+                        fprintf(stderr, "cuda_emu: %d threads left the kernel while %d wait at a barrier\n",
+                                finished, waiting);
+                        abort();
+                    }
+                    live = waiting;
+                }
+            }
+}
+
+/* ---- runtime ------------------------------------------------------------------- */
+
+namespace {
+struct alloc { size_t bytes; cudaMemoryType type; };
+std::map<uintptr_t, alloc> g_mem;
+size_t g_used;
+const size_t TOTAL = (size_t)8 << 30;
+}  // namespace
+
+cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    (void)d;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "cuda_emu (CPU)");
+    p->major = 9;
+    p->managedMemory = 1;
+    return cudaSuccess;
+}
+
+static cudaError_t track(void **p, size_t bytes, cudaMemoryType t) {
+    *p = calloc(1, bytes ? bytes : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    if (t == cudaMemoryTypeDevice) memset(*p, 0xa5, bytes);   /* cudaMalloc does not zero */
+    g_mem[(uintptr_t)*p] = alloc{bytes, t};
+    g_used += bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) { return track(p, bytes, cudaMemoryTypeDevice); }
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    return track(p, bytes, cudaMemoryTypeManaged);
+}
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = g_mem.find((uintptr_t)p);
+    if (it == g_mem.end()) {
+        fprintf(stderr, "cuda_emu: cudaFree of a pointer it did not allocate\n");
+        abort();
+    }
+    g_used -= it->second.bytes;
+    g_mem.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k) {
+    (void)k;
+    memmove(d, s, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *d, int v, size_t bytes) { memset(d, v, bytes); return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+    *total_b = TOTAL;
+    *free_b = TOTAL - g_used;
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof *a);
+    a->type = cudaMemoryTypeUnregistered;
+    auto it = g_mem.upper_bound((uintptr_t)p);
+    if (it != g_mem.begin()) {
+        --it;
+        if ((uintptr_t)p < it->first + (it->second.bytes ? it->second.bytes : 1)) a->type = it->second.type;
+    }
+    return cudaSuccess;
+}
+void emu_check_device_arg(const void *p, int index) {
+    cudaPointerAttributes a;
+    cudaPointerGetAttributes(&a, p);
+    if (p && a.type == cudaMemoryTypeUnregistered) {
+        fprintf(stderr, "cuda_emu: kernel argument %d (%p) is host memory the GPU cannot read\n", index, p);
+        abort();
+    }
+}
+
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+
+/* ---- half / bf16 ----------------------------------------------------------------- */
+
+float __half2float(__half h) { return _cvtsh_ss(h.x); }
+__half __float2half_rn(float f) { __half h; h.x = (uint16_t)_cvtss_sh(f, 0); return h; }
+__nv_bfloat16 __float2bfloat16_rn(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);   /* round to nearest even (inputs here are finite) */
+    __nv_bfloat16 b;
+    b.x = (uint16_t)(u >> 16);
+    return b;
+}
+
+/* ---- "cuBLAS": dlopen/dlsym hand out a reference GEMM ------------------------------ */
+
+#include "include/cublas_v2.h"
+
+static float load_as(const void *p, size_t i, cudaDataType t) {
+    if (t == CUDA_R_32F) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (t == CUDA_R_16F) return _cvtsh_ss(h);
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+static cublasStatus_t ref_create(cublasHandle_t *h) { *h = (cublasHandle_t)&g_used; return CUBLAS_STATUS_SUCCESS; }
+
+/* column-major C[m, n] = op(A)[m, k] · op(B)[k, n], f32 accumulation in increasing k */
+static cublasStatus_t ref_gemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                               const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                               cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                               cublasComputeType_t, cublasGemmAlgo_t) {
+    if (ct != CUDA_R_32F || *(const float *)beta != 0.0f) return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0;
+            for (int l = 0; l < k; l++) {
+                float a = load_as(A, ta == CUBLAS_OP_T ? (size_t)i * lda + l : (size_t)l * lda + i, at);
+                float b = load_as(B, tb == CUBLAS_OP_T ? (size_t)l * ldb + j : (size_t)j * ldb + l, bt);
+                s += a * b;
+            }
+            ((float *)C)[(size_t)j * ldc + i] = *(const float *)alpha * s;
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" void *emu_dlopen(const char *name, int mode) {
+    (void)mode;
+    return name && strstr(name, "libcublas") ? (void *)&g_used : NULL;
+}
+extern "C" void *emu_dlsym(void *h, const char *name) {
+    (void)h;
+    if (!strcmp(name, "cublasCreate_v2")) return (void *)ref_create;
+    if (!strcmp(name, "cublasGemmEx")) return (void *)ref_gemm;
+    return NULL;
+}
+extern "C" char *emu_dlerror(void) { return (char *)"cuda_emu: no such library"; }

@@ -1,0 +1,112 @@
+/* emu.h — the CUDA programming model on the CPU, for running the CUDA
+ * backend (kernels/cuda_*.cu) where no GPU is (tests/cuda_emu/run.sh).
+ *
+ * A launch runs its blocks one after another on the calling thread; a
+ * block's threads are fibers (emu.cpp) switched at __syncthreads and at
+ * warp shuffles, which are block-wide barriers here (stronger than CUDA's,
+ * which is fine for kernels that reach them with every thread, and the
+ * emulator aborts on a block whose threads do not all reach the same
+ * barriers). __shared__ variables are function statics: one per block,
+ * since blocks do not overlap. The runtime API is a fake over host memory
+ * that keeps CUDA's distinction between device, managed and unregistered
+ * pointers (cudaPointerGetAttributes), so the backend's staging of host
+ * arguments runs as it would on a GPU.
+ *
+ * What it cannot show: the GPU's own arithmetic (the host's IEEE fma, add,
+ * divide and sqrt stand in for the GPU's, which are IEEE too; cos/sin/pow
+ * are glibc's, not libdevice's), races between threads (fibers never run at
+ * once), memory-model or coalescing problems, performance. */
+#ifndef SPECBED_CUDA_EMU_H
+#define SPECBED_CUDA_EMU_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct uint3 { unsigned x, y, z; };
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+uint3 emu_thread_idx(void);
+extern uint3 emu_block_idx;
+extern dim3 emu_block_dim, emu_grid_dim;
+#define threadIdx (emu_thread_idx())
+#define blockIdx emu_block_idx
+#define blockDim emu_block_dim
+#define gridDim emu_grid_dim
+
+void __syncthreads(void);
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+
+static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &body);
+
+/* Aborts when a kernel argument points at memory a GPU could not read
+ * (not from cudaMalloc / cudaMallocManaged): an unstaged host argument. */
+void emu_check_device_arg(const void *p, int index);
+template <class T> void emu_check_arg(T, int) {}
+template <class T> void emu_check_arg(T *p, int i) { emu_check_device_arg((const void *)p, i); }
+
+template <class K> struct emu_launcher {
+    K k;
+    dim3 g, b;
+    template <class... A> void operator()(A... a) {
+        int i = 0;
+        (emu_check_arg(a, i++), ...);
+        std::function<void()> body = [&] { k(a...); };
+        emu_run(g, b, body);
+    }
+};
+template <class K> emu_launcher<K> emu_launch(K k, dim3 g, dim3 b) { return emu_launcher<K>{k, g, b}; }
+#define CU_LAUNCH(kernel, grid, block) emu_launch(kernel, dim3(grid), dim3(block))
+
+/* ---- runtime API (the subset the backend uses) ---------------------------- */
+typedef enum {
+    cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100
+} cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
+                      cudaMemcpyDefault };
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2,
+                      cudaMemoryTypeManaged = 3 };
+struct cudaPointerAttributes { enum cudaMemoryType type; int device; void *devicePointer, *hostPointer; };
+struct cudaDeviceProp { char name[256]; int major, minor, managedMemory; };
+#define cudaMemAttachGlobal 1
+
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags = cudaMemAttachGlobal);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k);
+cudaError_t cudaMemset(void *d, int v, size_t bytes);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+
+/* ---- half and bfloat16 ------------------------------------------------------ */
+struct __half { uint16_t x; };
+struct __nv_bfloat16 { uint16_t x; };
+static inline __half __ushort_as_half(uint16_t u) { __half h; h.x = u; return h; }
+float __half2float(__half h);
+__half __float2half_rn(float f);
+__nv_bfloat16 __float2bfloat16_rn(float f);
+#endif

@@ -1,0 +1,2 @@
+/* fake cuda_bf16.h: see ../emu.h */
+#include "../emu.h"

@@ -1,0 +1,2 @@
+/* fake cuda_fp16.h: see ../emu.h */
+#include "../emu.h"

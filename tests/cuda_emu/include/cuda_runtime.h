@@ -1,0 +1,2 @@
+/* fake cuda_runtime.h: see ../emu.h */
+#include "../emu.h"

@@ -1,0 +1,519 @@
+/* label: gpu */
+/* test_cuda.c — the CUDA backend (kernels/cuda_*.cu) against the CPU one.
+ * Skipped (exit 77) when kb_set_device("cuda") fails: a build without CUDA,
+ * or no GPU visible (every machine of this project's CI).
+ *
+ * Every kernel on random inputs, CUDA vs the CPU kernels on the AVX2 path
+ * (or scalar, which gives the same bits; the AVX-512 path rounds matmuls in
+ * another order, so it is not the reference here):
+ *   - matmul (invariant mode), RMSNorm, SwiGLU, add, attention (rows and
+ *     spans, paged, GQA, page layouts), embedding rows: bit-identical. The
+ *     CUDA kernels perform the CPU's operations in the CPU's order with
+ *     IEEE-exact fma, add, multiply, divide and sqrt, so any difference is
+ *     a bug, not rounding.
+ *   - RoPE: within 2.5e-7·(|a|+|b|) per element. cos/sin/pow are computed
+ *     in double and rounded once to float on both sides, but glibc and
+ *     CUDA's libdevice are only within an ulp or two of the true double
+ *     value, so the float may differ by one ulp (2⁻²⁴ relative) in cos and
+ *     in sin; each output a·cos − b·sin then moves by at most
+ *     2⁻²⁴(|a|+|b|) plus one rounding of its own: 3·2⁻²⁴ ≈ 1.8e-7 of
+ *     (|a|+|b|), rounded up.
+ *   - matmul in cuBLAS mode: |Δ| ≤ (u + (cols+8)·2⁻²³)·Σ|x_k·w_k|, u the
+ *     rounding of the activations to the weight's type (2⁻⁸ for bf16, 2⁻¹¹
+ *     for f16, 0 for f32 — cuBLAS rounds x, the CPU does not) plus the
+ *     standard γ_n bound of two f32 summations in different orders.
+ *   - batch invariance: a row's matmul alone, among 8 rows and as row 9 of
+ *     17 (another tile of x rows): bit-identical; attention span rows vs
+ *     single rows: bit-identical.
+ * Then the engine on tests/fixtures/qwen3-tied: CUDA vs CPU logits for a
+ * 300-token prefill (argmax equal at every row, max |Δ| ≤ 1e-4: the only
+ * source of difference allowed above is RoPE's ulp; 1e-4 is the bound the
+ * tensor-parallel test uses for a reordered reduction, orders of magnitude
+ * above an ulp's effect through two layers), greedy generation equal to the
+ * CPU's, and speculation on vs off under --device cuda (tests/lossless.c,
+ * as test_spec_lossless does on the CPU). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "generate.h"
+#include "lossless.h"
+#include "test_util.h"
+
+static uint64_t tc_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    tc_rng = tc_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(tc_rng >> 33);
+}
+static float frand(void) { return (float)rnd() / 2147483648.0f - 1.0f; }   /* [-1, 1) */
+
+static void use(const char *dev) {
+    char err[512];
+    if (kb_set_device(dev, err, sizeof err)) CHECKF(0, "kb_set_device(%s): %s", dev, err);
+}
+
+/* Elements whose bits differ, and the largest |a − b| (NaN = NaN when both are). */
+static long bits_differ(const float *a, const float *b, size_t n, double *maxabs) {
+    long d = 0;
+    *maxabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof(float))) {
+            d++;
+            double e = fabs((double)a[i] - (double)b[i]);
+            if (e != e || e > *maxabs) *maxabs = e;
+        }
+    }
+    return d;
+}
+
+/* A random weight [rows, cols] of dt, malloc'd: bf16/f16 bit patterns with
+ * exponents kept near 1 (|w| in [2^-6, 2)), f32 in [-1, 1). */
+static kb_weight random_weight(kb_dtype dt, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    void *p = malloc(n * kb_dtype_size(dt) + 1);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rnd();
+        if (dt == KB_F32) ((float *)p)[i] = frand();
+        else if (dt == KB_BF16) ((uint16_t *)p)[i] = (uint16_t)((r & 0x8000u) | ((121u + r % 7u) << 7) | (r >> 16 & 0x7fu));
+        else ((uint16_t *)p)[i] = (uint16_t)((r & 0x8000u) | ((9u + r % 7u) << 10) | (r >> 16 & 0x3ffu));
+    }
+    kb_weight w = {.dt = dt, .data = p, .rows = rows, .cols = cols};
+    return w;
+}
+
+static float *random_floats(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; i < n; i++) v[i] = scale * frand();
+    return v;
+}
+
+static const char *dt_name(kb_dtype dt) { return dt == KB_F32 ? "f32" : dt == KB_BF16 ? "bf16" : "f16"; }
+
+/* ---- matmul ------------------------------------------------------------------ */
+
+static void test_matmul(void) {
+    static const int shapes[][3] = {{1, 1, 1}, {3, 33, 7}, {8, 40, 64}, {17, 70, 100}, {5, 37, 1027}, {1, 300, 4096},
+                                    {9, 65, 260}};
+    static const kb_dtype dts[3] = {KB_F32, KB_BF16, KB_F16};
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
+            kb_weight w = random_weight(dts[d], rows, cols);
+            float *x = random_floats((size_t)m * cols, 1.0f);
+            float *yc = calloc((size_t)m * rows, sizeof(float)), *yg = calloc((size_t)m * rows, sizeof(float));
+            use("cpu");
+            kb_matmul(yc, x, &w, m);
+            use("cuda");
+            kb_matmul(yg, x, &w, m);
+            double e;
+            long nd = bits_differ(yc, yg, (size_t)m * rows, &e);
+            CHECKF(nd == 0, "matmul %s m %d [%d, %d]: %ld of %d elements differ from the CPU's (max |d| %g)",
+                   dt_name(dts[d]), m, rows, cols, nd, m * rows, e);
+            /* the same weight uploaded (device memory, not staged): the same bits */
+            kb_weight wd = w;
+            char err[512];
+            CHECKF(!kb_weight_upload(&wd, x, err, sizeof err), "upload: %s", err);
+            CHECK(wd.data != w.data);
+            memset(yg, 0xff, (size_t)m * rows * sizeof(float));
+            kb_matmul(yg, x, &wd, m);
+            CHECKF(bits_differ(yc, yg, (size_t)m * rows, &e) == 0, "matmul %s [%d, %d] with an uploaded weight differs",
+                   dt_name(dts[d]), rows, cols);
+            kb_weight_release(&wd);
+            CHECK(wd.data == NULL);
+            free(yc); free(yg); free(x); free((void *)w.data);
+        }
+    printf("matmul: invariant mode equals the CPU bit for bit (f32, bf16, f16, 7 shapes)\n");
+}
+
+/* A row alone, among 8, and as row 9 of 17 rows: bit-identical on CUDA. */
+static void test_batch_invariance(void) {
+    use("cuda");
+    static const kb_dtype dts[3] = {KB_F32, KB_BF16, KB_F16};
+    const int rows = 300, cols = 1000;
+    for (int d = 0; d < 3; d++) {
+        kb_weight w = random_weight(dts[d], rows, cols);
+        void *host = (void *)w.data;
+        char err[512];
+        CHECKF(!kb_weight_upload(&w, &w, err, sizeof err), "upload: %s", err);
+        float *x = random_floats((size_t)17 * cols, 1.0f);
+        float *y17 = malloc(sizeof(float) * 17 * rows), *y8 = malloc(sizeof(float) * 8 * rows);
+        float *y1 = malloc(sizeof(float) * rows);
+        kb_matmul(y17, x, &w, 17);
+        kb_matmul(y8, x, &w, 8);
+        double e;
+        for (int r = 0; r < 17; r++) {
+            kb_matmul(y1, x + (size_t)r * cols, &w, 1);
+            CHECKF(bits_differ(y1, y17 + (size_t)r * rows, rows, &e) == 0, "matmul %s: row %d alone vs among 17 differs",
+                   dt_name(dts[d]), r);
+            if (r < 8)
+                CHECKF(bits_differ(y1, y8 + (size_t)r * rows, rows, &e) == 0, "matmul %s: row %d alone vs among 8 differs",
+                       dt_name(dts[d]), r);
+        }
+        kb_weight_release_owner(&w);
+        free(host); free(x); free(y17); free(y8); free(y1);
+    }
+    printf("matmul: batch-invariant on CUDA (a row alone = among 8 = in the second tile of 17)\n");
+}
+
+static void test_cublas(void) {
+    use("cuda");
+    if (kb_set_cuda_matmul("cublas")) {
+        CHECKF(0, "kb_set_cuda_matmul(cublas) failed (cuBLAS not loadable?)");
+        return;
+    }
+    CHECK(!strcmp(kb_cuda_matmul(), "cublas"));
+    static const kb_dtype dts[3] = {KB_F32, KB_BF16, KB_F16};
+    static const double ux[3] = {0.0, 1.0 / 256, 1.0 / 2048};
+    static const int shapes[][3] = {{1, 300, 4096}, {8, 40, 64}, {17, 70, 100}, {64, 256, 1024}};
+    long invariant_rows = 0, rows_checked = 0;
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
+            kb_weight w = random_weight(dts[d], rows, cols);
+            float *x = random_floats((size_t)m * cols, 1.0f);
+            float *yc = calloc((size_t)m * rows, sizeof(float)), *yg = calloc((size_t)m * rows, sizeof(float));
+            use("cpu");
+            kb_matmul(yc, x, &w, m);
+            use("cuda");
+            kb_matmul(yg, x, &w, m);
+            float *wf = malloc(sizeof(float) * (size_t)cols);
+            long bad = 0;
+            double worst = 0;
+            for (int j = 0; j < rows; j++) {
+                kb_weight_row(wf, &w, j);   /* host weight on cuda: staged, converted on the device */
+                for (int i = 0; i < m; i++) {
+                    double mag = 0;
+                    for (int k = 0; k < cols; k++) mag += fabs((double)x[(size_t)i * cols + k] * wf[k]);
+                    double tol = (ux[d] + (cols + 8) * ldexp(1.0, -23)) * mag + 1e-30;
+                    double err = fabs((double)yc[(size_t)i * rows + j] - yg[(size_t)i * rows + j]);
+                    if (!(err <= tol)) bad++;
+                    if (err / tol > worst) worst = err / tol;
+                }
+            }
+            CHECKF(bad == 0, "cublas matmul %s m %d [%d, %d]: %ld elements beyond the bound (worst %.2f of it)",
+                   dt_name(dts[d]), m, rows, cols, bad, worst);
+            /* informational: does this cuBLAS happen to be batch-invariant here? */
+            float *y1 = malloc(sizeof(float) * rows);
+            double e;
+            for (int i = 0; i < m; i++) {
+                kb_matmul(y1, x + (size_t)i * cols, &w, 1);
+                invariant_rows += bits_differ(y1, yg + (size_t)i * rows, rows, &e) == 0;
+                rows_checked++;
+            }
+            free(y1); free(wf); free(yc); free(yg); free(x); free((void *)w.data);
+        }
+    printf("cublas: within the bound; %ld of %ld rows happened to be bit-identical alone vs in their batch "
+           "(not promised)\n", invariant_rows, rows_checked);
+    CHECK(!kb_set_cuda_matmul("invariant") && !strcmp(kb_cuda_matmul(), "invariant"));
+    CHECK(kb_set_cuda_matmul("fast") == -1);
+}
+
+/* ---- element-wise and row kernels ------------------------------------------------ */
+
+static void test_rmsnorm_swiglu_add(void) {
+    const int m = 5;
+    static const int ns[3] = {64, 1000, 4096};
+    for (int t = 0; t < 3; t++) {
+        int n = ns[t];
+        size_t total = (size_t)m * n;
+        float *x = random_floats(total, 3.0f), *g = random_floats((size_t)n, 1.5f), *y = random_floats(total, 2.0f);
+        x[0] = 0.0f;
+        float *rc = malloc(total * 4), *rg = malloc(total * 4), *ic = malloc(total * 4), *ig = malloc(total * 4);
+        /* swiglu gates across exp's range: tails, overflow, underflow */
+        float *gate = random_floats(total, 30.0f);
+        gate[1] = 95.0f; gate[2] = -120.0f; gate[3] = 1e-30f; gate[4] = -0.0f;
+        float *sc = malloc(total * 4), *sg = malloc(total * 4), *ac = malloc(total * 4), *ag = malloc(total * 4);
+        use("cpu");
+        kb_rmsnorm(rc, x, g, m, n, 1e-6f);
+        memcpy(ic, x, total * 4);
+        kb_rmsnorm(ic, ic, g, m, n, 1e-6f);
+        kb_swiglu(sc, gate, y, m, n);
+        memcpy(ac, x, total * 4);
+        kb_add(ac, y, m, n);
+        use("cuda");
+        kb_rmsnorm(rg, x, g, m, n, 1e-6f);
+        memcpy(ig, x, total * 4);
+        kb_rmsnorm(ig, ig, g, m, n, 1e-6f);
+        memcpy(sg, gate, total * 4);
+        kb_swiglu(sg, sg, y, m, n);   /* out aliasing gate, as layer.c calls it */
+        memcpy(ag, x, total * 4);
+        kb_add(ag, y, m, n);
+        double e;
+        long d;
+        CHECKF((d = bits_differ(rc, rg, total, &e)) == 0, "rmsnorm n %d: %ld differ (max %g)", n, d, e);
+        CHECKF((d = bits_differ(ic, ig, total, &e)) == 0, "rmsnorm in place n %d: %ld differ (max %g)", n, d, e);
+        CHECKF((d = bits_differ(sc, sg, total, &e)) == 0, "swiglu n %d: %ld differ (max %g)", n, d, e);
+        CHECKF((d = bits_differ(ac, ag, total, &e)) == 0, "add n %d: %ld differ (max %g)", n, d, e);
+        /* rows alone = rows together */
+        use("cuda");
+        float *one = malloc((size_t)n * 4);
+        kb_rmsnorm(one, x + (size_t)3 * n, g, 1, n, 1e-6f);
+        CHECK(bits_differ(one, rg + (size_t)3 * n, (size_t)n, &e) == 0);
+        free(one);
+        free(x); free(g); free(y); free(rc); free(rg); free(ic); free(ig); free(gate); free(sc); free(sg);
+        free(ac); free(ag);
+    }
+    printf("rmsnorm, swiglu, add: equal the CPU bit for bit\n");
+}
+
+static void test_rope(void) {
+    static const int hds[3] = {16, 64, 128};
+    static const float thetas[2] = {1e4f, 1e6f};
+    long same = 0, total_all = 0;
+    for (int t = 0; t < 3; t++)
+        for (int th = 0; th < 2; th++) {
+            const int m = 7, nh = 3, hd = hds[t];
+            size_t total = (size_t)m * nh * hd;
+            float *x = random_floats(total, 2.0f);
+            int pos[7] = {0, 1, 17, 128, 1000, 4095, 32767};
+            float *c = malloc(total * 4), *g = malloc(total * 4);
+            memcpy(c, x, total * 4);
+            memcpy(g, x, total * 4);
+            use("cpu");
+            kb_rope(c, pos, m, nh, hd, thetas[th]);
+            use("cuda");
+            kb_rope(g, pos, m, nh, hd, thetas[th]);
+            long bad = 0;
+            for (int r = 0; r < m; r++)
+                for (int h = 0; h < nh; h++)
+                    for (int i = 0; i < hd; i++) {
+                        size_t k = ((size_t)r * nh + h) * hd + i;
+                        int half = hd / 2, i0 = i % half;
+                        double ab = fabs(x[((size_t)r * nh + h) * hd + i0]) + fabs(x[((size_t)r * nh + h) * hd + i0 + half]);
+                        if (!(fabs((double)c[k] - g[k]) <= 2.5e-7 * ab)) bad++;
+                        same += !memcmp(&c[k], &g[k], 4);
+                        total_all++;
+                    }
+            CHECKF(bad == 0, "rope hd %d theta %g: %ld elements beyond 2.5e-7*(|a|+|b|)", hd, thetas[th], bad);
+            free(x); free(c); free(g);
+        }
+    printf("rope: within 2.5e-7*(|a|+|b|) of the CPU; %ld of %ld elements bit-identical\n", same, total_all);
+}
+
+/* ---- attention ---------------------------------------------------------------- */
+
+static void test_attention(void) {
+    static const int cfg[][4] = {/* page_size, n_kv, group, head_dim */ {4, 2, 2, 16}, {16, 1, 4, 64}, {3, 2, 1, 20},
+                                 {16, 2, 2, 128}};
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        const int ps = cfg[c][0], n_kv = cfg[c][1], nh = n_kv * cfg[c][2], hd = cfg[c][3];
+        const int n_pages = 24, start = 37, n_q = 6, ctx = start + n_q;
+        const size_t pool = (size_t)n_pages * ps * n_kv * hd;
+        float *k = random_floats(pool, 1.0f), *v = random_floats(pool, 1.0f);
+        int pages[24];
+        for (int i = 0; i < n_pages; i++) pages[i] = (i * 7 + 3) % n_pages;   /* scattered */
+        kb_kv_view view = {.k_pages = k, .v_pages = v, .pages = pages, .page_size = ps, .n_kv_heads = n_kv, .head_dim = hd};
+        float *q = random_floats((size_t)n_q * nh * hd, 2.0f);
+        int nctx[6];
+        for (int i = 0; i < n_q; i++) nctx[i] = start + i + 1;
+        size_t qn = (size_t)n_q * nh * hd;
+        float *oc = calloc(qn, 4), *os = calloc(qn, 4), *orow = calloc(qn, 4), *om = calloc(qn, 4);
+        use("cpu");
+        size_t sf = kb_attention_span_scratch(nh, n_kv, ctx);
+        float *scratch = malloc(sf * 4);
+        kb_attention_span(oc, q, &view, n_q, nctx, nh, 0.125f, scratch, sf);
+        use("cuda");
+        kb_attention_span(os, q, &view, n_q, nctx, nh, 0.125f, scratch, sf);   /* host KV: staged */
+        for (int i = 0; i < n_q; i++)
+            kb_attention_row(orow + (size_t)i * nh * hd, q + (size_t)i * nh * hd, &view, nctx[i], nh, 0.125f, scratch);
+        /* the same pool in managed memory, as the engine has it */
+        float *mk = kb_alloc(pool * 4), *mv = kb_alloc(pool * 4);
+        kb_copy_to_device(mk, k, pool * 4);
+        kb_copy_to_device(mv, v, pool * 4);
+        kb_kv_view mview = view;
+        mview.k_pages = mk;
+        mview.v_pages = mv;
+        kb_attention_span(om, q, &mview, n_q, nctx, nh, 0.125f, scratch, sf);
+        double e;
+        long d;
+        CHECKF((d = bits_differ(oc, os, qn, &e)) == 0, "attention ps %d kv %d heads %d hd %d: span %ld differ from "
+               "the CPU (max %g)", ps, n_kv, nh, hd, d, e);
+        CHECKF((d = bits_differ(os, orow, qn, &e)) == 0, "attention hd %d: rows alone differ from the span (%ld)", hd, d);
+        CHECKF((d = bits_differ(os, om, qn, &e)) == 0, "attention hd %d: managed KV differs from staged KV (%ld)", hd, d);
+        kb_free(mk);
+        kb_free(mv);
+        free(k); free(v); free(q); free(oc); free(os); free(orow); free(om); free(scratch);
+    }
+    printf("attention: span = rows = the CPU bit for bit (paged, GQA, head_dim 16/20/64/128)\n");
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
+static void test_memory(void) {
+    use("cuda");
+    float *p = kb_alloc(1 << 20);
+    CHECK(p != NULL);
+    int zero = 1;
+    for (int i = 0; p && i < (1 << 18); i++) zero &= p[i] == 0.0f;
+    CHECKF(zero, "kb_alloc on cuda is not zeroed");
+    float h[64], back[64];
+    for (int i = 0; i < 64; i++) h[i] = (float)i;
+    if (p) {
+        kb_copy_to_device(p + 100, h, sizeof h);
+        kb_copy_to_host(back, p + 100, sizeof back);
+        CHECK(!memcmp(h, back, sizeof h));
+        p[5] = 3.0f;   /* managed: the host writes it directly */
+    }
+    kb_weight w = random_weight(KB_BF16, 10, 33);
+    float rc[33], rg[33];
+    kb_weight wd = w;
+    char err[512];
+    CHECKF(!kb_weight_upload(&wd, p, err, sizeof err), "%s", err);
+    kb_weight_row(rg, &wd, 7);
+    use("cpu");
+    kb_weight_row(rc, &w, 7);
+    CHECK(!memcmp(rc, rg, sizeof rc));
+    CHECK(kb_weight_upload(&w, p, err, sizeof err) == 0 && w.data != wd.data);   /* cpu: nothing to do */
+    kb_weight_release_owner(p);
+    kb_free(p);   /* CUDA memory freed after switching back to cpu */
+    free((void *)w.data);
+    CHECK(!strcmp(kb_device(), "cpu"));
+    CHECK(kb_set_device("tpu", err, sizeof err) == -1);
+    printf("memory: kb_alloc zeroed, copies, weight upload/row/release, free across a switch\n");
+}
+
+/* ---- the engine on the fixture ---------------------------------------------------------- */
+
+static int make_engine(gen_engine **e, const char *dev) {
+    use(dev);
+    char err[1024];
+    gen_engine_opts eo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 8, .max_batch_rows = 320,
+                          .max_seq_len = 512};
+    if (gen_engine_create(e, &eo, err, sizeof err)) { CHECKF(0, "%s engine: %s", dev, err); return -1; }
+    return 0;
+}
+
+/* logits[n, V] of a fresh sequence's n-token prefill */
+static int prefill_logits(gen_engine *e, const int *toks, int n, float *logits) {
+    char err[1024];
+    int seq = kv_seq_new(e->kv), *rows = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) rows[i] = i;
+    fwd_span sp = {.seq = seq, .n = n, .tokens = toks};
+    fwd_batch b = {.spans = &sp, .n_spans = 1};
+    fwd_out o = {.logit_rows = rows, .n_logit_rows = n, .logits = logits};
+    int rc = fwd_run(e->fwd, e->kv, &b, &o, err, sizeof err);
+    CHECKF(!rc, "fwd_run: %s", err);
+    kv_seq_free(e->kv, seq);
+    free(rows);
+    return rc;
+}
+
+static void test_engine(void) {
+    gen_engine *ec = NULL, *eg = NULL;
+    if (make_engine(&ec, "cpu") || make_engine(&eg, "cuda")) { gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return; }
+    const int V = ec->m->cfg.vocab_size, n = 300;
+    int toks[300];
+    for (int i = 0; i < n; i++) toks[i] = (int)((i * 2654435761u + 11u) % (unsigned)V);
+    float *lc = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
+    use("cpu");
+    int rc = prefill_logits(ec, toks, n, lc);
+    use("cuda");
+    rc |= prefill_logits(eg, toks, n, lg);
+    int identical = 0;
+    if (!rc) {
+        double maxd = 0;
+        int argmax_bad = 0;
+        for (int r = 0; r < n; r++) {
+            const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
+            int ia = 0, ib = 0;
+            for (int j = 0; j < V; j++) {
+                if (a[j] > a[ia]) ia = j;
+                if (b[j] > b[ib]) ib = j;
+                double d = fabs((double)a[j] - b[j]);
+                if (d != d || d > maxd) maxd = d;
+            }
+            argmax_bad += ia != ib;
+        }
+        double e;
+        long nd = bits_differ(lc, lg, (size_t)n * V, &e);
+        identical = nd == 0;
+        CHECKF(argmax_bad == 0, "fixture: argmax differs from the CPU at %d of %d rows", argmax_bad, n);
+        CHECKF(maxd <= 1e-4, "fixture: max |logit difference| %g > 1e-4", maxd);
+        printf("fixture logits (300-token prefill): argmax equal at every row, max |d| %g, %ld of %ld bit-different\n",
+               maxd, nd, (long)n * V);
+    }
+    /* greedy generation: the CPU's tokens (equal logits, equal tokens) */
+    static int prompts[LL_NP][LL_MAXP];
+    int lens[LL_NP] = {120, 9, 300, 40, 3, 129, 77, 210};
+    for (int i = 0; i < LL_NP; i++)
+        for (int j = 0; j < lens[i]; j++)
+            prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % (unsigned)V)
+                                  : (int)((unsigned)(j % (5 + i)) * 131u % (unsigned)V);
+    const int *pp[LL_NP];
+    for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
+    gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
+    gen_result rcpu[LL_NP], rgpu[LL_NP];
+    char err[1024];
+    use("cpu");
+    int ok = !gen_run(ec, pp, lens, LL_NP, &gp, NULL, NULL, rcpu, NULL, err, sizeof err);
+    CHECKF(ok, "cpu gen_run: %s", err);
+    use("cuda");
+    ok = ok && !gen_run(eg, pp, lens, LL_NP, &gp, NULL, NULL, rgpu, NULL, err, sizeof err);
+    CHECKF(ok, "cuda gen_run: %s", err);
+    if (ok) {
+        int same = 0;
+        for (int i = 0; i < LL_NP; i++)
+            same += rcpu[i].n_tokens == rgpu[i].n_tokens &&
+                    !memcmp(rcpu[i].tokens, rgpu[i].tokens, sizeof(int) * (size_t)rcpu[i].n_tokens);
+        /* bit-identical logits make this a must; with RoPE's ulp it is near-certain, but a near tie may flip */
+        if (identical) CHECKF(same == LL_NP, "greedy output on CUDA differs from the CPU's for %d of %d prompts",
+                              LL_NP - same, LL_NP);
+        printf("greedy generation: %d of %d prompts give the CPU's tokens\n", same, LL_NP);
+        gen_results_free(rcpu, LL_NP);
+        gen_results_free(rgpu, LL_NP);
+    }
+    /* speculation on vs off, on CUDA */
+    static const int depths[3] = {1, 3, 5}, batches[2] = {1, 3};
+    ll_config cfgs[3] = {{"cuda ngram", {.name = "ngram"}, 0},
+                         {"cuda draft(self)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-tied"),
+                                               .max_seqs = 8}, 1},
+                         {"cuda dspark", {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"),
+                                          .max_seqs = 8, .quiet = 1}, 0}};
+    for (int c = 0; c < 3; c++) {
+        long tokens = ll_check(eg, &cfgs[c], prompts, lens, depths, 3, batches, 2);
+        printf("%s: %ld tokens compared, spec on = spec off\n", cfgs[c].label, tokens);
+        CHECKF(tokens >= 1000, "%s: only %ld tokens compared", cfgs[c].label, tokens);
+    }
+    /* MTP: its module's weights come from the target's checkpoint, uploaded
+     * through model_bind_matrix like the target's own */
+    gen_engine *em = NULL;
+    char merr[1024];
+    gen_engine_opts mo = {.model_dir = tu_path("tests/fixtures/qwen3-tied-mtp"), .max_seqs = 8, .max_batch_rows = 320,
+                          .max_seq_len = 512};
+    if (gen_engine_create(&em, &mo, merr, sizeof merr)) {
+        CHECKF(0, "cuda engine on qwen3-tied-mtp: %s", merr);
+    } else {
+        ll_config mtp = {"cuda mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0};
+        long tokens = ll_check(em, &mtp, prompts, lens, depths, 3, batches, 2);
+        printf("%s: %ld tokens compared, spec on = spec off\n", mtp.label, tokens);
+        CHECKF(tokens >= 1000, "%s: only %ld tokens compared", mtp.label, tokens);
+        gen_engine_free(em);
+    }
+    free(lc);
+    free(lg);
+    use("cpu");
+    gen_engine_free(ec);
+    use("cuda");
+    gen_engine_free(eg);
+}
+
+int main(void) {
+    char err[512];
+    if (kb_set_device("cuda", err, sizeof err)) return tu_skip("test_cuda", err);
+    printf("CUDA device found; matmul mode %s\n", kb_cuda_matmul());
+    kb_set_cuda_matmul("invariant");   /* whatever SPECBED_CUDA_MATMUL said */
+    /* the CPU reference: the AVX2 order (scalar gives the same bits) */
+    if (kb_set_cpu_path(kb_cpu_path_supported("avx2") ? "avx2" : "scalar")) CHECK(0);
+    printf("CPU reference path: %s\n", kb_cpu_path());
+    test_memory();
+    test_matmul();
+    test_batch_invariance();
+    test_cublas();
+    test_rmsnorm_swiglu_add();
+    test_rope();
+    test_attention();
+    test_engine();
+    use("cpu");
+    return tu_done("test_cuda");
+}
