@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "drafters.h"
+#include "lossless.h"
 #include "spec_run.h"
 #include "test_util.h"
 
@@ -146,56 +147,12 @@ static inline int dt_prompts(gen_engine *e, int bundled, int **pr, int *lens) {
     return np;
 }
 
-/* Greedy losslessness: for the given depths and batch sizes (consecutive
- * groups of that many of the np prompts), spec_run equals gen_run token for token; every depth must have
- * drafted and had drafts accepted. Returns the tokens compared. */
+/* Greedy losslessness (tests/lossless.h), every depth required to have
+ * had drafts accepted. Returns the tokens compared. */
 static inline long dt_lossless(gen_engine *e, const drafter_opts *dopt, const char *label, const int *depths,
                                int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens,
                                int np, int gen) {
-    char err[1024];
-    drafter *d = NULL;
-    if (drafter_create(&d, dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", label, err); return 0; }
-    gen_params gp = {.max_tokens = gen, .ignore_eos = 1};
-    gen_result *ref = calloc((size_t)np, sizeof *ref), *out = calloc((size_t)np, sizeof *out);
-    long total = 0;
-    for (int i = 0; i < np; i++)
-        CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
-    for (int di = 0; di < n_depths; di++) {
-        int depth = depths[di];
-        spec_counters cnt = {0};
-        for (int bi = 0; bi < n_batches; bi++) {
-            int B = batches[bi];
-            for (int start = 0; start + B <= np; start += B) {
-                spec_params sp = {.gen = gp, .depth = depth};
-                spec_timing tm;
-                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err)) {
-                    CHECKF(0, "%s depth %d batch %d: %s", label, depth, B, err);
-                    continue;
-                }
-                spec_counters_add(&cnt, &tm.counters);
-                for (int i = 0; i < B; i++) {
-                    const gen_result *r = &ref[start + i];
-                    CHECKF(out[i].n_tokens == r->n_tokens &&
-                               !memcmp(out[i].tokens, r->tokens, sizeof(int) * (size_t)r->n_tokens),
-                           "%s depth %d batch %d prompt %d: speculative output differs", label, depth, B, start + i);
-                    total += out[i].n_tokens;
-                }
-                gen_results_free(out, B);
-            }
-        }
-        const spec_counters *k = &cnt;
-        printf("%s depth %d: drafted %ld, accepted %ld, accept length %.2f\n", label, depth, k->drafted_tokens,
-               k->accepted_tokens, spec_rates_between(NULL, k).accept_length);
-        CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", label, depth);
-        CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; the acceptance path never ran", label, depth);
-        CHECK(k->committed_tokens == k->steps + k->accepted_tokens);
-    }
-    gen_results_free(ref, np);
-    free(ref);
-    free(out);
-    drafter_free(d);
-    CHECK(kv_pages_free(e->kv) == kv_pages_total(e->kv));
-    return total;
+    return ll_run(e, dopt, label, 1, depths, n_depths, batches, n_batches, pp, lens, np, gen);
 }
 
 /* End to end, speculative sampling keeps the target's distribution: the

@@ -6,31 +6,26 @@
 #include "spec_run.h"
 #include "test_util.h"
 
-/* depths from `depths`, batches from `batches`; each batch size runs the
- * prompts in consecutive groups of that size */
-long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
-              int n_depths, const int *batches, int n_batches) {
-    long compared = 0;
+long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept, const int *depths,
+            int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens, int np, int gen) {
     char err[1024];
     drafter *d = NULL;
-    if (drafter_create(&d, &c->dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", c->label, err); return 0; }
-    gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
-    gen_result ref[LL_NP];
-    const int *pp[LL_NP];
-    for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
-    for (int i = 0; i < LL_NP; i++)
+    if (drafter_create(&d, dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", label, err); return 0; }
+    gen_params gp = {.max_tokens = gen, .ignore_eos = 1};
+    gen_result *ref = calloc((size_t)np, sizeof *ref), *out = calloc((size_t)np, sizeof *out);
+    long total = 0;
+    for (int i = 0; i < np; i++)
         CHECK(!gen_run(e, &pp[i], &lens[i], 1, &gp, NULL, NULL, &ref[i], NULL, err, sizeof err));
     for (int di = 0; di < n_depths; di++) {
         int depth = depths[di];
         spec_counters cnt = {0};
         for (int bi = 0; bi < n_batches; bi++) {
             int B = batches[bi];
-            for (int start = 0; start + B <= LL_NP; start += B) {
-                gen_result out[LL_NP];
+            for (int start = 0; start + B <= np; start += B) {
                 spec_params sp = {.gen = gp, .depth = depth};
                 spec_timing tm;
                 if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err)) {
-                    CHECKF(0, "%s depth %d batch %d: %s", c->label, depth, B, err);
+                    CHECKF(0, "%s depth %d batch %d: %s", label, depth, B, err);
                     continue;
                 }
                 spec_counters_add(&cnt, &tm.counters);
@@ -38,23 +33,34 @@ long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], in
                     const gen_result *r = &ref[start + i];
                     CHECKF(out[i].n_tokens == r->n_tokens &&
                                !memcmp(out[i].tokens, r->tokens, sizeof(int) * (size_t)r->n_tokens),
-                           "%s depth %d batch %d prompt %d: speculative output differs", c->label, depth, B,
-                           start + i);
-                    compared += out[i].n_tokens;
+                           "%s depth %d batch %d prompt %d: speculative output differs", label, depth, B, start + i);
+                    total += out[i].n_tokens;
                 }
                 gen_results_free(out, B);
             }
         }
         const spec_counters *k = &cnt;
-        CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", c->label, depth);
-        if (c->need_accept)
-            CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; acceptance path never ran", c->label, depth);
+        printf("%s depth %d: drafted %ld, accepted %ld, accept length %.2f\n", label, depth, k->drafted_tokens,
+               k->accepted_tokens, spec_rates_between(NULL, k).accept_length);
+        CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", label, depth);
+        if (need_accept)
+            CHECKF(k->accepted_tokens > 0, "%s depth %d: nothing accepted; the acceptance path never ran", label, depth);
         CHECK(k->committed_tokens == k->steps + k->accepted_tokens);
     }
-    gen_results_free(ref, LL_NP);
+    gen_results_free(ref, np);
+    free(ref);
+    free(out);
     drafter_free(d);
     CHECK(kv_pages_free(e->kv) == kv_pages_total(e->kv));
-    return compared;
+    return total;
+}
+
+long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
+              int n_depths, const int *batches, int n_batches) {
+    const int *pp[LL_NP];
+    for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
+    return ll_run(e, &c->dopt, c->label, c->need_accept, depths, n_depths, batches, n_batches, pp, lens, LL_NP,
+                  LL_GEN);
 }
 
 /* The first n prompts of workloads/NAME.jsonl, tokenized and cut to at most

@@ -17,7 +17,13 @@ typedef struct {
     int need_accept;   /* this drafter must get drafts accepted */
 } ll_config;
 
-/* Returns the tokens compared. */
+/* The check over np prompts pp[i] of lens[i] tokens, gen tokens each; for
+ * every depth and batch size (consecutive groups of that many prompts).
+ * need_accept: every depth must also have had drafts accepted. Prints each
+ * depth's counts; returns the tokens compared. */
+long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept, const int *depths,
+            int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens, int np, int gen);
+/* ll_run over LL_NP prompts of LL_GEN tokens, as a config says. */
 long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
               int n_depths, const int *batches, int n_batches);
 /* The first n prompts of workloads/NAME.jsonl, tokenized, the last part of
