@@ -74,8 +74,7 @@ int fwd_create_tp(fwd_ctx **out, const model *m, int max_rows, kb_comm *comm, ch
         size_t part = R * (size_t)m->vocab_part;
         f->lpart = calloc(part, sizeof(float));
         f->lall = calloc(part * (size_t)tp, sizeof(float));
-        /* rows × max_seqs bound the step message; the KV slots are the engine's */
-        if (!f->lpart || !f->lall || tp_link_create(&f->link, comm, m, max_rows, max_rows, err, errlen)) {
+        if (!f->lpart || !f->lall || tp_link_create(&f->link, comm, m, max_rows, err, errlen)) {
             fwd_free(f);
             return errf(err, errlen, "fwd_create: out of memory for tensor-parallel buffers");
         }

@@ -30,12 +30,13 @@ typedef struct {
 
 struct tp_link {
     kb_comm *c;
-    int max_rows, max_seqs, vocab;
+    int max_rows, vocab;
+    int max_seqs;            /* the KV cache's sequence slots (fit_slots), 0 before the first step */
     int32_t *msg;            /* payload, [cap] */
     size_t cap;
     int *pages;              /* [size] free pages per rank (tp_sync) */
     /* ranks > 0 */
-    fwd_span *spans;         /* [max_seqs] */
+    fwd_span *spans;         /* [max_seqs], ranks > 0 */
     int *ints;               /* [max_rows · 2] tokens, logit rows */
     unsigned char *corrupt;  /* [max_rows] */
     float *logits;           /* [max_rows · vocab] */
@@ -46,24 +47,35 @@ static size_t payload_ints(const tp_head *h) {
            (h->corrupt ? (size_t)h->n_rows : 0);
 }
 
-int tp_link_create(tp_link **out, kb_comm *c, const model *m, int max_rows, int max_seqs, char *err, size_t errlen) {
+/* The message buffers for a KV cache of `slots` sequence slots (the forward
+ * context is made before it knows its cache; every step names the cache). */
+static int fit_slots(tp_link *t, int slots, char *err, size_t errlen) {
+    if (slots == t->max_seqs) return 0;
+    size_t cap = (size_t)slots * 3 + (size_t)t->max_rows * 3;
+    int32_t *msg = realloc(t->msg, cap * sizeof *msg);
+    if (msg) t->msg = msg;
+    fwd_span *sp = kb_comm_rank(t->c) > 0 && msg ? realloc(t->spans, (size_t)slots * sizeof *sp) : t->spans;
+    if (sp) t->spans = sp;
+    if (!msg || (kb_comm_rank(t->c) > 0 && !sp)) return errf(err, errlen, "tensor parallel: out of memory");
+    t->cap = cap;
+    t->max_seqs = slots;
+    return 0;
+}
+
+int tp_link_create(tp_link **out, kb_comm *c, const model *m, int max_rows, char *err, size_t errlen) {
     *out = NULL;
     tp_link *t = calloc(1, sizeof *t);
     if (!t) return errf(err, errlen, "tensor parallel: out of memory");
     t->c = c;
     t->max_rows = max_rows;
-    t->max_seqs = max_seqs;
     t->vocab = m->cfg.vocab_size;
-    t->cap = (size_t)max_seqs * 3 + (size_t)max_rows * 3;
-    t->msg = malloc(t->cap * sizeof *t->msg);
     t->pages = calloc((size_t)kb_comm_size(c), sizeof *t->pages);
-    int ok = t->msg && t->pages;
+    int ok = t->pages != NULL;
     if (ok && kb_comm_rank(c) > 0) {
-        t->spans = calloc((size_t)max_seqs, sizeof *t->spans);
         t->ints = malloc((size_t)max_rows * 2 * sizeof *t->ints);
         t->corrupt = malloc((size_t)max_rows);
         t->logits = malloc((size_t)max_rows * t->vocab * sizeof *t->logits);
-        ok = t->spans && t->ints && t->corrupt && t->logits;
+        ok = t->ints && t->corrupt && t->logits;
     }
     if (!ok) {
         tp_link_free(t);
@@ -79,7 +91,7 @@ static int send_head(tp_link *t, tp_head *h, char *err, size_t errlen) {
 
 void tp_link_free(tp_link *t) {
     if (!t) return;
-    if (kb_comm_rank(t->c) == 0 && t->msg) {
+    if (kb_comm_rank(t->c) == 0) {
         tp_head h = {.op = TP_STOP};
         char err[256];
         if (send_head(t, &h, err, sizeof err)) fprintf(stderr, "specbed: tensor parallel stop: %s\n", err);
@@ -89,14 +101,16 @@ void tp_link_free(tp_link *t) {
     free(t);
 }
 
-static void put_lens(tp_link *t, const kv_cache *kv, tp_head *h) {
+static int put_lens(tp_link *t, const kv_cache *kv, tp_head *h, char *err, size_t errlen) {
+    if (fit_slots(t, kv_get_config(kv)->max_seqs, err, errlen)) return -1;
     h->n_slots = t->max_seqs;
     for (int s = 0; s < t->max_seqs; s++) t->msg[s] = kv_len(kv, s);
+    return 0;
 }
 
 int tp_announce(tp_link *t, const kv_cache *kv, const fwd_batch *b, const fwd_out *o, char *err, size_t errlen) {
     tp_head h = {.op = TP_FWD, .n_spans = b->n_spans};
-    put_lens(t, kv, &h);
+    if (put_lens(t, kv, &h, err, errlen)) return -1;
     int32_t *p = t->msg + h.n_slots;
     for (int s = 0; s < b->n_spans; s++) {
         t->msg[b->spans[s].seq] -= b->spans[s].n;   /* fwd_run appended them already */
@@ -123,7 +137,7 @@ int tp_announce(tp_link *t, const kv_cache *kv, const fwd_batch *b, const fwd_ou
 
 int tp_sync(tp_link *t, kv_cache *kv, int *pages_free, char *err, size_t errlen) {
     tp_head h = {.op = TP_SYNC};
-    put_lens(t, kv, &h);
+    if (put_lens(t, kv, &h, err, errlen)) return -1;
     int mine = kv_pages_free(kv);
     if (send_head(t, &h, err, errlen) ||
         kb_comm_bcast(t->c, t->msg, payload_ints(&h) * sizeof *t->msg, 0, err, errlen) ||
@@ -156,6 +170,7 @@ int tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
         tp_head h;
         if (send_head(t, &h, err, errlen)) return -1;
         if (h.op == TP_STOP) return 0;
+        if (fit_slots(t, kv_get_config(kv)->max_seqs, err, errlen)) return -1;
         if ((h.op != TP_FWD && h.op != TP_SYNC) || h.n_slots != t->max_seqs || h.n_spans < 0 ||
             h.n_spans > t->max_seqs || h.n_rows < 0 || h.n_rows > t->max_rows || h.n_logit < 0 ||
             h.n_logit > h.n_rows || payload_ints(&h) > t->cap)

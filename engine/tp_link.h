@@ -1,7 +1,8 @@
 /* tp_link.h — the step broadcast of tensor parallelism (tp.c), as
  * forward.c uses it: the leader announces each batch before computing it;
  * the other ranks receive, mirror the leader's KV state and run it.
- * Owns: the message buffers (sized for max_rows rows at creation) and, on
+ * Owns: the message buffers (for max_rows rows, and the sequence slots of
+ * the KV cache each step names) and, on
  * ranks > 0, the buffer their (discarded) logits rows land in. */
 #ifndef SPECBED_TP_LINK_H
 #define SPECBED_TP_LINK_H
@@ -10,7 +11,7 @@
 
 typedef struct tp_link tp_link;
 
-int  tp_link_create(tp_link **out, kb_comm *c, const model *m, int max_rows, int max_seqs, char *err, size_t errlen);
+int  tp_link_create(tp_link **out, kb_comm *c, const model *m, int max_rows, char *err, size_t errlen);
 /* On the leader, first tells every rank to stop serving. */
 void tp_link_free(tp_link *t);
 

@@ -5,7 +5,7 @@
  * per (row, head) and independent of the batch, of the page layout, of the
  * SIMD path and of the span a row is computed in:
  *   score[p] = (q·k_p)·scale   — 8-lane fma over head_dim, fixed lane sum;
- *   softmax over p = 0..n_ctx−1 — max, exp (cpu_expf), sum in double as
+ *   softmax over p = 0..n_ctx−1 — max, exp (kb_expf), sum in double as
  *                                 4 partial sums (position p into sum p%4,
  *                                 in increasing p; then (s0+s1)+(s2+s3)),
  *                                 weights (float)(e/sum);
@@ -106,7 +106,7 @@ static AVX2_FN void axpy_hd_avx2(float *o, float w, const float *v, int n) {
                 float *s = sc + (size_t)v * sc_stride;                                                 \
                 double t[4] = {0.0, 0.0, 0.0, 0.0};                                                    \
                 for (int p = 0; p < n_ctx[r]; p++) {                                                   \
-                    float e = cpu_expf(s[p] - mx[v]);                                                  \
+                    float e = kb_expf(s[p] - mx[v]);                                                  \
                     s[p] = e;                                                                          \
                     t[p % 4] += e;                                                                     \
                 }                                                                                      \
@@ -267,7 +267,7 @@ static __attribute__((target("avx2,fma"), always_inline)) inline void attend_avx
                 if (s[p] > mx) mx = s[p];
             for (p = 0; p + 8 <= n; p += 8)
                 _mm256_storeu_ps(s + p, cpu_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + p), _mm256_set1_ps(mx))));
-            for (; p < n; p++) s[p] = cpu_expf(s[p] - mx);
+            for (; p < n; p++) s[p] = kb_expf(s[p] - mx);
             /* t[p % 4] += e in increasing p, as attend_scalar */
             __m256d t4 = _mm256_setzero_pd();
             for (p = 0; p + 4 <= n; p += 4) t4 = _mm256_add_pd(t4, _mm256_cvtps_pd(_mm_loadu_ps(s + p)));

@@ -40,49 +40,13 @@ static inline float cpu_bf16_to_f32(uint16_t h) {
 
 float cpu_f16_to_f32(uint16_t h);
 
-/* e^x for the kernels' softmax (attention) and SiLU: Cephes expf's range
- * reduction and polynomial, written with explicit fmaf so that the 8-wide
- * AVX2 version below performs the same operations and gives the same bits
- * (scalar and AVX2 paths agree; a lane's result never depends on its
- * neighbours). Error ≤ 1.01 ulp, measured against exp() in double over every
- * float in [−87, 88.7] (libm's expf: 0.502 ulp); exact 1 at 0; 0 below
- * −103.28, +inf above 88.72, NaN stays NaN; results are rounded once into
- * the subnormal range. Vectorising the ~7,000 exp per row of the tiny model
- * (4 layers × 4 heads × 256 positions, plus SwiGLU) is why it is ours and
- * not libm's. */
-#define CPU_EXP_MAX 88.72283905206835f
-#define CPU_EXP_MIN (-103.278929903431851103f)
-static inline float cpu_expf(float x) {
-    if (x != x) return x;
-    if (x > CPU_EXP_MAX) return (float)INFINITY;
-    if (x < CPU_EXP_MIN) return 0.0f;
-    float n = rintf(x * 1.44269504088896341f);   /* x = n·ln2 + r, |r| ≤ ln2/2 */
-    float r = fmaf(n, -0.693359375f, x);
-    r = fmaf(n, 2.12194440e-4f, r);
-    float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    p = fmaf(p, z, r);
-    p = p + 1.0f;
-    /* × 2^n in two exact-power steps (n ∈ [−150, 128]: each half is a normal
-     * power of two), so only the last product rounds. */
-    int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
-    uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return (p * s1) * s2;
-}
+#include "expf_internal.h"   /* kb_expf: e^x, shared with the CUDA kernels */
 
 #if CPU_X86
 #include <immintrin.h>
-/* cpu_expf on 8 lanes, the same operations lane by lane. */
+/* kb_expf on 8 lanes, the same operations lane by lane. */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 cpu_exp8_avx2(__m256 x) {
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(CPU_EXP_MIN)), _mm256_set1_ps(CPU_EXP_MAX));
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(KB_EXP_MIN)), _mm256_set1_ps(KB_EXP_MAX));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
@@ -101,8 +65,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 cpu_exp8
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, k), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, k), 23));
     __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    e = _mm256_blendv_ps(e, _mm256_set1_ps((float)INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(CPU_EXP_MAX), _CMP_GT_OQ));
-    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(CPU_EXP_MIN), _CMP_LT_OQ));
+    e = _mm256_blendv_ps(e, _mm256_set1_ps((float)INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(KB_EXP_MAX), _CMP_GT_OQ));
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(KB_EXP_MIN), _CMP_LT_OQ));
     return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 #endif

@@ -66,14 +66,14 @@ void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float t
 }
 
 /* silu(g)·u with silu(g) = g / (1 + exp(−g)), torch's formula, exp being
- * cpu_expf (≤ 1.01 ulp); the AVX2 version gives the scalar one's bits. */
+ * kb_expf (≤ 1.01 ulp); the AVX2 version gives the scalar one's bits. */
 typedef struct { float *out; const float *gate, *up; size_t total; } swiglu_job;
 #define SWIGLU_CHUNK 32768
 
 static void swiglu_scalar(float *out, const float *gate, const float *up, size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; i++) {
         float g = gate[i];
-        out[i] = (g / (1.0f + cpu_expf(-g))) * up[i];
+        out[i] = (g / (1.0f + kb_expf(-g))) * up[i];
     }
 }
 

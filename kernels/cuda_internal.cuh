@@ -64,32 +64,8 @@ void cuda_weight_row(float *dst, const kb_weight *w, int r);
 __device__ __forceinline__ float cu_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 __device__ __forceinline__ float cu_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }   /* exact */
 
-/* cpu_expf (cpu_internal.h) operation by operation: fmaf is correctly
- * rounded on both, rintf rounds half to even on both, the scaling by 2^n is
- * exact, so the device gives the CPU's bits (the .cu files are compiled
- * with --fmad=false: nothing is fused that the CPU does not fuse). */
-#define CU_EXP_MAX 88.72283905206835f
-#define CU_EXP_MIN (-103.278929903431851103f)
-__device__ __forceinline__ float cu_expf(float x) {
-    if (x != x) return x;
-    if (x > CU_EXP_MAX) return __int_as_float(0x7f800000);
-    if (x < CU_EXP_MIN) return 0.0f;
-    float n = rintf(x * 1.44269504088896341f);
-    float r = fmaf(n, -0.693359375f, x);
-    r = fmaf(n, 2.12194440e-4f, r);
-    float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    p = fmaf(p, z, r);
-    p = p + 1.0f;
-    int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
-    float s1 = __uint_as_float((uint32_t)(n1 + 127) << 23), s2 = __uint_as_float((uint32_t)(n2 + 127) << 23);
-    return (p * s1) * s2;
-}
+/* e^x: the CPU kernels' own definition, so the device gives their bits */
+#include "expf_internal.h"
 
 /* The CPU's 8-lane dot product (cpu_attention.c dot_hd_scalar, the AVX2
  * matmul order): lane l sums k ≡ l (mod 8) with fma in increasing k over

@@ -96,7 +96,7 @@ void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float
 __global__ void swiglu_k(float *out, const float *gate, const float *up, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
-        out[i] = (g / (1.0f + cu_expf(-g))) * up[i];   /* torch's silu, as cpu_pointwise.c */
+        out[i] = (g / (1.0f + kb_expf(-g))) * up[i];   /* torch's silu, as cpu_pointwise.c */
     }
 }
 
@@ -161,7 +161,7 @@ void cuda_weight_row(float *dst, const kb_weight *w, int r) {
  * One block per (row, q head). Per (row, head), in cpu_attention.c's order:
  *   score[p] = dot8(q, k_p) · scale            (one thread per position)
  *   mx = max_p score[p]                          (a max: any order gives the same value)
- *   e_p = exp(score[p] − mx)                     (cu_expf = cpu_expf)
+ *   e_p = exp(score[p] − mx)                     (kb_expf = kb_expf)
  *   sum = (t0+t1)+(t2+t3), t_j = Σ_{p ≡ j mod 4} e_p in increasing p, in double
  *   w_p = (float)(e_p / sum)
  *   out[d] = fma(w_p, v_p[d], out[d]) in increasing p from 0   (one thread per d)
@@ -195,7 +195,7 @@ __global__ void attend_k(float *out, const float *q, const float *kp, const floa
         __syncthreads();
     }
     mx = red[0];
-    for (int p = threadIdx.x; p < n; p += blockDim.x) s[p] = cu_expf(s[p] - mx);
+    for (int p = threadIdx.x; p < n; p += blockDim.x) s[p] = kb_expf(s[p] - mx);
     __syncthreads();
     if (threadIdx.x < 4) {
         double t = 0.0;

@@ -66,20 +66,22 @@ wait_exit() {
 }
 
 text() { sed -n 's/.*"text":"\([^"]*\)".*/\1/p'; }
+# get URL [CURL_ARGS...]: the whole reply in $TMP/r (never `curl | grep -q`:
+# grep stops reading at its match and curl then fails on the closed pipe)
+get() { local u=$1; shift; curl -sfN "$@" "$u" >"$TMP/r"; }
 
 start --drafter mtp --depth 3
 # --- the API, as with one process
-curl -sf "$BASE/v1/models" | grep -q '"id":"qwen3-tied-mtp"' || fail "/v1/models"
+get "$BASE/v1/models" && grep -q '"id":"qwen3-tied-mtp"' "$TMP/r" || fail "/v1/models"
 REQ='{"prompt":"hello world","max_tokens":40,"temperature":0,"ignore_eos":true'
 on=$(curl -sf "$BASE/v1/completions" -d "$REQ}" | text)
 off=$(curl -sf "$BASE/v1/completions" -d "$REQ,\"spec_depth\":0}" | text)
 [ -n "$on" ] || fail "empty completion"
 [ "$on" = "$off" ] || fail "spec on/off differ under TP=2: '$on' vs '$off'"
-curl -sf "$BASE/v1/chat/completions" \
-  -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}' | grep -q '"role":"assistant"' \
-  || fail "chat completion"
-curl -sN "$BASE/v1/completions" -d "${REQ/40/16},\"stream\":true}" | grep -q '^data: \[DONE\]' || fail "stream"
-curl -sf "$BASE/metrics" | grep -q '^specbed:spec_decode_num_accepted_tokens_total [1-9]' || fail "nothing accepted"
+get "$BASE/v1/chat/completions" -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}' &&
+  grep -q '"role":"assistant"' "$TMP/r" || fail "chat completion"
+get "$BASE/v1/completions" -d "${REQ/40/16},\"stream\":true}" && grep -q '^data: \[DONE\]' "$TMP/r" || fail "stream"
+get "$BASE/metrics" && grep -q '^specbed:spec_decode_num_accepted_tokens_total [1-9]' "$TMP/r" || fail "nothing accepted"
 
 # --- a client that disconnects mid-stream frees its pages on every rank
 curl -sN "$BASE/v1/completions" \

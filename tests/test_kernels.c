@@ -307,7 +307,7 @@ static void test_pointwise(void) {
     kb_swiglu(o, g, u, m, n);
     for (int i = 0; i < m * n; i++) {
         double ref = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
-        /* exp ≤ 1.01 ulp (cpu_expf), then +, /, ×: ≤ 4 ulp relative (1 + exp(−g) ≥ 1 keeps it well conditioned). */
+        /* exp ≤ 1.01 ulp (kb_expf), then +, /, ×: ≤ 4 ulp relative (1 + exp(−g) ≥ 1 keeps it well conditioned). */
         CHECKF(fabs(o[i] - ref) <= 4 * U * fabs(ref) + 1e-30, "swiglu[%d] %.9g vs %.9g", i, o[i], ref);
     }
     kb_swiglu(o1, g + n, u + n, 1, n);
