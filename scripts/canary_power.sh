@@ -23,6 +23,9 @@
 #        KINDS (main-table kinds, default "collision flat nondet window batch
 #        clean"; batch = collision,scope=batch: the whole decode batch of the
 #        step hit, as a kernel-wide transient collision would),
+#        TINY_KINDS (the bundled-model kinds, default "collision flat nondet
+#        window clean": window needs a target that copies, which models/tiny
+#        does since its copy stage),
 #        TABLES_ONLY=1: launch nothing, print the tables and redraw the figure
 #        from an existing OUT/launches.csv
 # Needs jq; gnuplot for the figure (scripts/canary_power_plot.sh; skipped without it).
@@ -37,6 +40,7 @@ P_INCIDENT="${P_INCIDENT:-0.015}"
 NI="${NI:-20}"
 NT="${NT:-10}"
 KINDS="${KINDS:-collision flat nondet window batch clean}"
+TINY_KINDS="${TINY_KINDS:-collision flat nondet window clean}"
 TINY="$ROOT/models/tiny"; TINY_DRAFT="$ROOT/models/tiny-draft"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 command -v jq >/dev/null || { echo "canary_power: needs jq" >&2; exit 2; }
@@ -105,12 +109,13 @@ done
 if [ "$NT" -gt 0 ] && [ -d "$TINY" ] && [ -d "$TINY_DRAFT" ]; then
   TM="$TINY"; TD="$TINY_DRAFT"; CAL=calib-tiny
   calibrate 5
-  for i in $(seq 1 "$NT"); do
-    one tiny collision 5 0.25 "$i" "collision" ""
-    one tiny flat 5 - "$i" "flat" ""
-    one tiny nondet 5 - "$i" "nondet" ""
-    one tiny clean 5 - "$i" "" ""
-  done
+  for i in $(seq 1 "$NT"); do for k in $TINY_KINDS; do
+    case "$k" in
+      collision) one tiny collision 5 0.25 "$i" "collision" "" ;;
+      clean) one tiny clean 5 - "$i" "" "" ;;
+      *) one tiny "$k" 5 - "$i" "$k" "" ;;
+    esac
+  done; done
 fi
 T1=$(date +%s)
 echo "Wall time $((T1 - T0)) s; $(uptime | sed 's/^ *//')" | tee -a "$OUT/tables.md"

@@ -393,38 +393,6 @@ def bundled_chain_golden():
 
 # ---------------------------------------------------------------- MTP, several modules
 
-class MTPHead(tm.MTP):
-    """tiny_modules.MTP with its own output norm (DeepSeek-V3's
-    shared_head.norm) instead of the target's model.norm; the head stays
-    the target's lm_head."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.head_norm = tm.Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
-
-    def forward(self, target, next_ids, h, pos):
-        x = self.fuse(target, next_ids, h)
-        cos, sin = self.rot(pos)
-        y, k, v = self.block(x, cos, sin, causal=True)
-        g = self.head_norm(y)
-        return target.lm_head(g), g, k, v
-
-    def step(self, target, next_ids, h, pos, k_pre, v_pre, mask):
-        x = self.fuse(target, next_ids, h)
-        cos, sin = self.rot(pos)
-        y, k, v = self.block(x, cos, sin, k_pre, v_pre, mask)
-        g = self.head_norm(y)
-        return target.lm_head(g), g, k, v
-
-    def state_dict_ds(self, layer):
-        out = {}
-        for k, v in super().state_dict_ds(layer).items():
-            if ".head_norm." in k:
-                k = k.replace(".head_norm.", ".shared_head.norm.")
-            out[k] = v
-        return out
-
-
 def mtp_chain_multi(mods, target, x, H, K):
     """Greedy drafts after x_0..x_n by the step-mod-n rule (spec/drafter_mtp.h,
     vLLM deepseek_mtp.py spec_step_idx % num_mtp_layers): draft step k uses
@@ -461,10 +429,12 @@ def train_mtp_second(target, mod0, data, steps, gen):
     the output norm from the target's model.norm), then `steps` Adam steps
     on what chained step 1 sees: row i = [Emb(t_{i+1}); g0_{i-1}] at
     position i (g0 = module 0's final-normed output), predicting t_{i+2}."""
-    mod1 = MTPHead(target.config)
+    mod1 = tm.MTP(target.config)
     with torch.no_grad():
         own = dict(mod1.named_parameters())
         for name, p in mod0.named_parameters():
+            if name.startswith("head_norm."):
+                continue  # set below, from the target's norm
             noise = torch.randn(p.shape, generator=gen) * 0.1 * (p.std() if p.numel() > 1 else 0.1)
             own[name].copy_(p + noise)
         mod1.head_norm.weight.copy_(target.model.norm.weight * (1 + 0.1 * torch.randn(mod1.head_norm.weight.shape,

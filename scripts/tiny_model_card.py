@@ -2,7 +2,7 @@
 """tiny_model_card.py — write models/README.md (the model card) from the pipeline's records.
 
 Owns: models/README.md. Reads scratch/corpus/manifest.json,
-scratch/tiny/{target_eval,eval_drafters}.json, the training logs in
+scratch/tiny/{target_eval,copy_eval,eval_drafters}.json, the training logs in
 scratch/tiny/*.log and the configs/weights under models/.
 Must not: compute anything itself (every number comes from a record the
 training/eval scripts wrote), so the card cannot drift from the artefacts.
@@ -166,6 +166,33 @@ def main():
     for d in tc.DOMAINS:
         w("| %s | %.3f | %.1f |" % (d, te["val_loss"][d], te["val_ppl"][d]))
     w("")
+    ce_p = os.path.join(tc.WORK, "copy_eval.json")
+    if os.path.exists(ce_p):
+        c2 = jload(ce_p)
+        sp = log_span("copy")
+        w("### Stage 2: copy rows (what models/tiny holds)\n")
+        w("Stage 1 above never learned to copy: greedy continuations of all 36 passphrase probes of "
+          "workloads/copy.jsonl failed at every distance (48–384 tokens back). Stage 2 (`train_target.py --init`, "
+          "step `copy` of scripts/train_tiny.sh) continues the stage-1 weights for %d steps × %d sequences × %d "
+          "tokens = %s tokens, a share %.2f of the rows edited into copy rows by scripts/tiny_copy.py: recall on "
+          "cue (1–5 planted `CUE KEY.` lines, keys of pool words or random letters and digits, recalled "
+          "32–%d tokens later) and plain span repeats (8–48 tokens copied 32–%d tokens later). The probe's "
+          "passphrase words are never used in training rows. Peak LR 1e-3, warmup 50, same WSD schedule; seed 5."
+          % (c2["steps"], c2["batch"], c2["seq"], f"{c2['tokens_seen']:,}", c2["copy_frac"], c2["max_back"],
+             c2["max_back"]))
+        if sp:
+            w("Wall time %.0f min (%s–%s). Last log line: `%s`" % (sp[2], sp[0], sp[1],
+                                                                 last_match("copy", r"step \d+/")))
+        w("")
+        w("| domain | val loss stage 1 | val loss stage 2 | perplexity stage 2 |\n|---|---|---|---|")
+        for d in tc.DOMAINS:
+            w("| %s | %.3f | %.3f | %.1f |" % (d, te["val_loss"][d], c2["val_loss"][d], c2["val_ppl"][d]))
+        w("")
+        w("Passphrase copies (greedy, the written bf16 weights in f32, the canary's word check; "
+          "`tiny_copy.copy_eval`):\n")
+        cp = c2["copy_probes"]
+        w("| tokens back | " + " | ".join(cp) + " |\n|---|" + "---|" * len(cp))
+        w("| passed | " + " | ".join("%d/%d" % (v["pass"], v["of"]) for v in cp.values()) + " |\n")
     if ev and ev.get("samples"):
         w("### Greedy samples (validation prompts, %d new tokens, `scripts/eval_drafters.py`)\n" % ev["gen"])
         for d in tc.DOMAINS:
@@ -178,16 +205,18 @@ def main():
     w("## MTP module (in models/tiny)\n")
     sp = log_span("mtp")
     w("DeepSeek-V3 semantics: row i computes h'_i = eh_proj([enorm(Emb(t_{i+1})); hnorm(h_i)]) (embedding first), "
-      "one Qwen3 decoder block at RoPE position i (causal over rows ≤ i), then the target's final norm and "
-      "lm_head, predicting t_{i+2}. Weights: `model.layers.%d.{enorm,hnorm,eh_proj}.weight` and the block's "
-      "Qwen3 names under `model.layers.%d.`, plus `model.layers.%d.shared_head.norm.weight` = an exact copy of "
-      "`model.norm.weight` (the head is shared; no separate embedding or lm_head copies). HF `Qwen3ForCausalLM` "
+      "one Qwen3 decoder block at RoPE position i (causal over rows ≤ i), then the module's own output norm "
+      "and the target's lm_head, predicting t_{i+2}. Weights: `model.layers.%d.{enorm,hnorm,eh_proj}.weight`, "
+      "the block's Qwen3 names under `model.layers.%d.`, and `model.layers.%d.shared_head.norm.weight`, the "
+      "module's own trained output norm (DeepSeek-V3's; vLLM and SGLang apply it, and so does specbed, which says "
+      "so at startup); no `shared_head.head`, so the lm_head is the target's. HF `Qwen3ForCausalLM` "
       "loads the file and ignores these keys.\n" % ((tcfg["num_hidden_layers"],) * 3))
     w("**h_i is the target's hidden state after the final norm** (the vector its lm_head reads; what vLLM and "
       "SGLang pass to their MTP/EAGLE drafters as the target hidden state). Chaining past depth 1 feeds the "
-      "module's own output, after the same final norm, back in as h, with the drafted token as t.\n")
-    w("Training: frozen target, %s; block initialised from the target's last layer; loss 0.3 CE(data) + 0.7 "
-      "CE(target distribution); seed 2." % (last_match("mtp", r"mtp: ") or "").split("mtp: ")[-1].split(" (from")[0])
+      "module's own output, after its output norm, back in as h, with the drafted token as t.\n")
+    w("Training: frozen target, %s; block initialised from the target's last layer, output norm from the "
+      "target's model.norm; loss 0.3 CE(data) + 0.7 CE(target distribution); a quarter of the rows are copy rows "
+      "(tiny_copy.py); seed 2." % (last_match("mtp", r"mtp: ") or "").split("mtp: ")[-1].split(" (from")[0])
     w("No position-0 masking: vLLM zeroes the token embedding of the MTP row at position 0 for DeepSeek "
       "checkpoints; this module was trained without that, so an engine must not apply it here.\n")
     if sp:
@@ -214,13 +243,12 @@ def main():
           "at slot k; c_k = σ(proj([norm(h_k); W1[x_{k−1}]])).\n")
         w("Training: frozen target; loss 0.1·CE + 0.9·L1(p_d, p_t) + 1.0·BCE(c_k, 1 − ½‖p_d − p_t‖₁), "
           "each slot weighted exp(−k/4); Markov head teacher-forced with the true tokens; %d anchors per "
-          "512-token window; draft layers initialised from the target's last layers, embed/lm_head frozen "
-          "copies; seed 3." % dcfg["num_anchors"])
+          "512-token window; a quarter of the rows are copy rows (tiny_copy.py); draft layers initialised "
+          "from the target's last layers, embed/lm_head frozen copies; seed 3." % dcfg["num_anchors"])
         res = last_match("dspark", r"steps \(from [1-9]")
         if res:
-            w("This run was begun with --steps 800 and, at its step-200 checkpoint (before any LR decay), "
-              "resumed with --steps 600 to fit the session; by the same WSD argument as for the target it equals "
-              "a fresh `--steps 600` run.")
+            w("The run was resumed from a checkpoint (`%s`) before any LR decay; by the same WSD argument as for "
+              "the target it equals a fresh run with its final --steps." % res.split("dspark: ", 1)[-1][:60])
         sp = log_span("dspark")
         if sp:
             w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("dspark", r"step \d+/")))
@@ -228,7 +256,7 @@ def main():
         w("## Draft model (models/tiny-draft)\n")
         w("`Qwen3ForCausalLM`, %d layers, otherwise the target's dimensions and tokenizer; initialised from the "
           "target (embedding, final norm, decoder layers 0 and %d) and distilled on the corpus: 0.3 CE(data) + "
-          "0.7 CE(target distribution); seed 4." % (rcfg["num_hidden_layers"], tcfg["num_hidden_layers"] - 1))
+          "0.7 CE(target distribution); a quarter of the rows are copy rows (tiny_copy.py); seed 4." % (rcfg["num_hidden_layers"], tcfg["num_hidden_layers"] - 1))
         sp = log_span("draft")
         if sp:
             w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("draft", r"step \d+/")))

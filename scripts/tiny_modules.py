@@ -12,7 +12,7 @@ state_dict names.
 Conventions fixed here (models/README.md repeats them):
 - MTP (DeepSeek-V3 semantics): row i takes [enorm(Emb(t_{i+1})); hnorm(h_i)]
   (embedding first), eh_proj, one Qwen3 block at RoPE position i, then the
-  target's final norm and lm_head; it predicts t_{i+2}. h_i is the target's
+  module's own output norm (shared_head.norm) and the target's lm_head; it predicts t_{i+2}. h_i is the target's
   hidden state AFTER the final norm (the vector the target's lm_head reads,
   what vLLM/SGLang hand their MTP/EAGLE drafters). Chaining feeds the module's
   own output after the same final norm back as h.
@@ -112,8 +112,9 @@ def chain_mask(lim, T, n_extra, device=None):
 
 
 class MTP(nn.Module):
-    """DeepSeek-V3 MTP module (one). Shared parts (embedding, final norm,
-    lm_head) are the frozen target's, passed in as `target`."""
+    """DeepSeek-V3 MTP module (one). It owns its output norm (DeepSeek-V3's
+    shared_head.norm, which vLLM and SGLang apply); the embedding and the
+    lm_head are the frozen target's, passed in as `target`."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -122,6 +123,7 @@ class MTP(nn.Module):
         self.hnorm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
         self.eh_proj = nn.Linear(2 * hs, hs, bias=False)
         self.block = Block(cfg)
+        self.head_norm = Qwen3RMSNorm(hs, eps=cfg.rms_norm_eps)
         self.rot = Rotary(cfg)
 
     def fuse(self, target, next_ids, h):
@@ -130,11 +132,11 @@ class MTP(nn.Module):
 
     def forward(self, target, next_ids, h, pos):
         """Causal pass. next_ids [B, S] = t_{i+1}; h [B, S, hidden] = h_i; pos [B, S] = i.
-        Returns (logits [B,S,V], g = final-normed output [B,S,hidden], k, v)."""
+        Returns (logits [B,S,V], g = head-normed output [B,S,hidden], k, v)."""
         x = self.fuse(target, next_ids, h)
         cos, sin = self.rot(pos)
         y, k, v = self.block(x, cos, sin, causal=True)
-        g = target.model.norm(y)
+        g = self.head_norm(y)
         return target.lm_head(g), g, k, v
 
     def step(self, target, next_ids, h, pos, k_pre, v_pre, mask):
@@ -142,27 +144,36 @@ class MTP(nn.Module):
         x = self.fuse(target, next_ids, h)
         cos, sin = self.rot(pos)
         y, k, v = self.block(x, cos, sin, k_pre, v_pre, mask)
-        g = target.model.norm(y)
+        g = self.head_norm(y)
         return target.lm_head(g), g, k, v
 
     def state_dict_ds(self, layer):
-        """Weights under DeepSeek-V3 names: model.layers.{layer}.{enorm,hnorm,eh_proj,<Qwen3 block names>}."""
+        """Weights under DeepSeek-V3 names: model.layers.{layer}.{enorm,hnorm,eh_proj,
+        shared_head.norm,<Qwen3 block names>}."""
         out = {}
         for k, v in self.state_dict().items():
             if k.startswith("rot."):
                 continue
             k = k[len("block."):] if k.startswith("block.") else k
+            k = k.replace("head_norm.", "shared_head.norm.")
             out["model.layers.%d.%s" % (layer, k)] = v
         return out
 
     def load_ds(self, sd, layer):
+        """From DeepSeek-V3 names; a checkpoint without shared_head.norm gets
+        the target's model.norm (what the engine falls back to, and says)."""
         pre = "model.layers.%d." % layer
         mine = {}
         for k, v in sd.items():
-            if not k.startswith(pre) or k.startswith(pre + "shared_head."):
+            if not k.startswith(pre) or (k.startswith(pre + "shared_head.") and k != pre + "shared_head.norm.weight"):
                 continue
             name = k[len(pre):]
-            mine[name if name.split(".")[0] in ("enorm", "hnorm", "eh_proj") else "block." + name] = v
+            if name == "shared_head.norm.weight":
+                mine["head_norm.weight"] = v
+            else:
+                mine[name if name.split(".")[0] in ("enorm", "hnorm", "eh_proj") else "block." + name] = v
+        if "head_norm.weight" not in mine and "model.norm.weight" in sd:
+            mine["head_norm.weight"] = sd["model.norm.weight"]
         missing, unexpected = self.load_state_dict(mine, strict=False)
         missing = [m for m in missing if not m.startswith("rot.")]
         if missing or unexpected:

@@ -14,9 +14,9 @@ and "n_back") are informational and ignored by loaders.
   the split is represented.
 - structured: 40 prompts of JSON records / tool-call markup / XML whose
   continuation is the next, highly regular, record; values from a seeded RNG.
-- copy: 36 prompts; a passphrase planted so that its first token lies exactly
+- copy: 39 prompts; a passphrase planted so that its first token lies exactly
   n_back tokens before the end of the prompt (n_back in
-  {48,64,96,112,120,136,144,160,192,256,320,384}, 3 prompts each), then filler
+  {48,64,96,112,120,136,144,160,192,256,320,384,480}, 3 prompts each), then filler
   prose from the test split, then "The passphrase is:" again; the continuation
   must reproduce the passphrase ("expected").
 
@@ -135,7 +135,7 @@ def structured_suite(n):
     return out
 
 
-def copy_suite(tok, per_n=3, ns=(48, 64, 96, 112, 120, 136, 144, 160, 192, 256, 320, 384)):
+def copy_suite(tok, per_n=3, ns=(48, 64, 96, 112, 120, 136, 144, 160, 192, 256, 320, 384, 480)):
     filler_docs = [d for d in docs("prose")]
     filler_docs.sort(key=lambda d: h("filler:" + d["id"]))
     rng = random.Random(11)

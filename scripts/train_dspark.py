@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 import tiny_common as tc
+import tiny_copy
 import tiny_modules as tm
 
 
@@ -125,6 +126,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--copy-frac", type=float, default=0.25, help="share of copy rows (tiny_copy.py)")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
     args = ap.parse_args()
@@ -157,7 +159,7 @@ def main():
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt = os.path.join(tc.WORK, "dspark.ckpt")
     step, extra = tc.load_ckpt(ckpt, {"dspark": model}, opt)
-    batcher = tc.Batcher("train", args.seq, args.batch, seed=args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
     for _ in range(step):
         batcher.next()
     if step:

@@ -4,17 +4,20 @@
 Owns: the MTP training loop and writing the module into
 models/tiny/model.safetensors under DeepSeek-V3 names
 (model.layers.{N}.enorm/hnorm/eh_proj + the Qwen3 block's names, N =
-num_hidden_layers, plus model.layers.{N}.shared_head.norm.weight, an exact
-copy of the target's model.norm.weight: the head is shared), and
-`num_nextn_predict_layers: 1` in models/tiny/config.json.
+num_hidden_layers, plus the module's own trained output norm
+model.layers.{N}.shared_head.norm.weight, initialised from the target's
+model.norm; the lm_head is the target's), and `num_nextn_predict_layers: 1`
+in models/tiny/config.json.
 Must not: change any target tensor (they are re-written bit-identically).
 
 Loss per row i (predicting t_{i+2}): 0.3 * CE(data) + 0.7 * CE(target's
 distribution for t_{i+2}), i.e. mostly distillation, because greedy
 acceptance asks the module to agree with the target, not with the corpus.
-The block is initialised from the target's last decoder layer.
+The block is initialised from the target's last decoder layer. A share
+--copy-frac of the rows are copy rows (tiny_copy.py), as in the target's
+stage 2, so the module learns to follow the target's copies.
 
-Usage: train_mtp.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S]
+Usage: train_mtp.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--copy-frac F]
 """
 import argparse
 import json
@@ -26,6 +29,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 import tiny_common as tc
+import tiny_copy
 import tiny_modules as tm
 
 
@@ -53,7 +57,6 @@ def write_mtp(mtp, target_dir, n_layers):
     sd = {k: v for k, v in sd.items() if not k.startswith(pre)}
     for k, v in tc.bf16_state(mtp.state_dict_ds(n_layers)).items():
         sd[k] = v
-    sd[pre + "shared_head.norm.weight"] = sd["model.norm.weight"].clone()
     save_file(sd, path, metadata={"format": "pt"})
     cfg_path = os.path.join(target_dir, "config.json")
     with open(cfg_path) as f:
@@ -72,6 +75,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--copy-frac", type=float, default=0.25)
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     args = ap.parse_args()
 
@@ -81,11 +85,12 @@ def main():
     cfg = target.config
     mtp = tm.MTP(cfg)
     mtp.block.load_state_dict(target.model.layers[cfg.num_hidden_layers - 1].state_dict())
+    mtp.head_norm.load_state_dict(target.model.norm.state_dict())
     params = [p for n, p in mtp.named_parameters()]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt = os.path.join(tc.WORK, "mtp.ckpt")
     step, extra = tc.load_ckpt(ckpt, {"mtp": mtp}, opt)
-    batcher = tc.Batcher("train", args.seq, args.batch, seed=args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
     for _ in range(step):
         batcher.next()
     tc.log("mtp: %.2fM params, %d steps (from %d)" % (sum(p.numel() for p in params) / 1e6, args.steps, step), logf)

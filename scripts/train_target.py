@@ -10,6 +10,11 @@ Must not: touch the tokenizer files (train_tokenizer.py writes them) or the
 MTP keys (train_mtp.py appends them to model.safetensors afterwards).
 
 Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S]
+                       [--init DIR --copy-frac F --max-back D --name NAME]
+Stage 2 (--init): continue from a written target with a share F of the rows
+edited into copy rows (tiny_copy.py), checkpoint WORK/NAME.ckpt, log
+WORK/NAME.log; the evaluation, copy probes included, goes into
+WORK/NAME_eval.json (stage 1: target_eval.json).
 """
 import argparse
 import os
@@ -18,6 +23,7 @@ import time
 import torch
 
 import tiny_common as tc
+import tiny_copy
 
 
 def eval_loss(model, seq_len, n, split="val"):
@@ -48,34 +54,45 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny"))
+    ap.add_argument("--init", default=None, help="continue from this written target (stage 2)")
+    ap.add_argument("--copy-frac", type=float, default=0.0)
+    ap.add_argument("--max-back", type=int, default=900)
+    ap.add_argument("--name", default="target")
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM
     tc.setup_torch(args.seed)
     os.makedirs(tc.WORK, exist_ok=True)
-    logf = open(os.path.join(tc.WORK, "target.log"), "a")
-    tok = tc.load_tokenizer(os.path.join(args.out, "tokenizer.json"))
+    logf = open(os.path.join(tc.WORK, args.name + ".log"), "a")
+    tok = tc.load_tokenizer()  # models/tiny/tokenizer.json (train_tokenizer.py), whatever --out is
     sp = tc.special_ids(tok)
     if tok.get_vocab_size() != tc.TARGET["vocab_size"]:
         tc.die("tokenizer vocab %d != %d" % (tok.get_vocab_size(), tc.TARGET["vocab_size"]))
     cfg = Qwen3Config(**tc.TARGET, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
                       pad_token_id=sp["<|endoftext|>"], attn_implementation="sdpa")
-    model = Qwen3ForCausalLM(cfg)
+    if args.init:
+        model = tc.load_target(args.init, torch.float32)
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        model = Qwen3ForCausalLM(cfg)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
-    ckpt = os.path.join(tc.WORK, "target.ckpt")
+    ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"model": model}, opt)
-    batcher = tc.Batcher("train", args.seq, args.batch, seed=args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
+                              args.max_back)
     if step:  # replay the sampler so a resumed run sees the same batches
         for _ in range(step):
             batcher.next()
         torch.set_rng_state(extra["torch_rng"])
         tc.log("resumed at step %d" % step, logf)
-    tc.log("target: %.2fM params, %d steps x %d x %d tokens" % (
-        sum(p.numel() for p in model.parameters()) / 1e6, args.steps, args.batch, args.seq), logf)
+    tc.log("%s: %.2fM params, %d steps x %d x %d tokens, copy rows %.2f (init %s)" % (
+        args.name, sum(p.numel() for p in model.parameters()) / 1e6, args.steps, args.batch, args.seq,
+        args.copy_frac, args.init), logf)
     t0, tok_done, ema = time.time(), 0, None
     while step < args.steps:
         lr = tc.lr_at(step, args.steps, args.lr, args.warmup)
@@ -109,13 +126,14 @@ def main():
     model.generation_config.do_sample = False
     model.save_pretrained(args.out, safe_serialization=True)
     m2 = tc.load_target(args.out, torch.float32)
-    ev = eval_loss(m2, args.seq, 64)
+    ev = eval_loss(m2, tc.SEQ_LEN, 64)  # 512-token windows: comparable across stages
     import math
     res = {"val_loss": ev, "val_ppl": {k: math.exp(v) for k, v in ev.items()}, "steps": args.steps,
-           "batch": args.batch, "seq": args.seq, "tokens_seen": args.steps * args.batch * args.seq,
+           "batch": args.batch, "seq": args.seq, "eval_seq": tc.SEQ_LEN, "tokens_seen": args.steps * args.batch * args.seq,
            "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
-           "val_windows_per_domain": 64}
-    tc.write_json(os.path.join(tc.WORK, "target_eval.json"), res)
+           "val_windows_per_domain": 64, "init": args.init, "copy_frac": args.copy_frac,
+           "max_back": args.max_back, "copy_probes": tiny_copy.copy_eval(m2, tok)}
+    tc.write_json(os.path.join(tc.WORK, args.name + "_eval.json"), res)
     tc.log("final (bf16 weights) %s" % res, logf)
 
 

@@ -6,7 +6,9 @@
 # models/tiny-draft, the drafter goldens and the acceptance numbers of
 # models/README.md. Must not: be run by tests.
 #
-# Steps: corpus, tokenizer, workloads, target, mtp, dspark, goldens, draft, eval, card (models/README.md).
+# Steps: corpus, tokenizer, workloads, target, copy, mtp, dspark, goldens, draft, eval, card (models/README.md).
+# target is stage 1 (scratch/tiny/stage1); copy is stage 2, which continues it with
+# copy rows mixed in (tiny_copy.py) and writes models/tiny.
 # Usage: scripts/train_tiny.sh [--from STEP] [--only STEP] [--resume]
 #   --from STEP  start at STEP (earlier artefacts must exist)
 #   --only STEP  run just STEP
@@ -19,7 +21,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-STEPS=(corpus tokenizer workloads target mtp dspark goldens draft eval card)
+STEPS=(corpus tokenizer workloads target copy mtp dspark goldens draft eval card)
 FROM=corpus ONLY= RESUME=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,10 +55,12 @@ run_step() {
                  --vocab-size 4096 --model-max-length 1024 --out models/tiny
                rm -rf "$WORK/data" ;;
     workloads) (cd scripts && "$PY" tiny_workloads.py) ;;
-    target)    (cd scripts && "$PY" train_target.py --steps 2200 --seed 1) ;;
-    mtp)       (cd scripts && "$PY" train_mtp.py --steps 300 --seed 2) ;;
-    dspark)    (cd scripts && "$PY" train_dspark.py --steps 600 --seed 3) ;;
-    draft)     (cd scripts && "$PY" train_draft.py --steps 150 --seed 4) ;;
+    target)    (cd scripts && "$PY" train_target.py --steps 2200 --seed 1 --out "$WORK/stage1") ;;
+    copy)      (cd scripts && "$PY" train_target.py --init "$WORK/stage1" --copy-frac 0.5 --max-back 900 \
+                 --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy) ;;
+    mtp)       (cd scripts && "$PY" train_mtp.py --steps 800 --seed 2) ;;
+    dspark)    (cd scripts && "$PY" train_dspark.py --steps 1600 --seed 3) ;;
+    draft)     (cd scripts && "$PY" train_draft.py --steps 400 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json") ;;
     goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
     card)      (cd scripts && "$PY" tiny_model_card.py) ;;

@@ -1,0 +1,206 @@
+"""tiny_copy.py — synthetic copy rows for the target's training, and the copy evaluation.
+
+Owns: turning corpus windows into rows that reward recalling earlier text
+(recall on cue and plain span repeats, 32..900 tokens back), and measuring
+greedy passphrase copies of workloads/copy.jsonl per distance.
+Must not: use the probe's passphrase words (tiny_workloads.WORDS) in training
+rows, so that the probes measure copying, not memorised words.
+
+Why: induction (find the earlier occurrence of the current context, emit
+what followed it) is the mechanism behind long-range copies and behind most
+of what n-gram and model drafters accept on real traffic. A 4-layer model
+trained on 9M tokens of 512-token windows never learned it (all canary
+passphrase probes failed); small transformers learn it readily when the data
+asks for it, so a share of rows asks for it explicitly.
+
+Row kinds (each a corpus window of T+1 tokens, edited in place):
+- recall: 2..8 "CUE KEY." plants (KEY = 2..5 items: words ranked 300..12,300
+  by frequency in the prose train text, or random letters and digits), each recalled later as "CUE" followed by KEY, the
+  recall d tokens after the plant, d log-uniform in [32, max_back];
+- repeat: 1..4 spans of 16..256 tokens, each copied d tokens later (plain
+  induction on natural text, no cue);
+- random: a run of 16..128 random token ids written 2..4 times in a row
+  (the textbook induction task).
+Copy rows are 30% recall, 30% repeat, 40% random. Why so dense: with copy
+targets ~1-5% of the tokens (recall and short repeats only) 1,500 steps
+taught the stage-1 model nothing measurable (teacher-forced accuracy on a
+48-token span repeated 128 tokens back stayed at its prior's 0.70; the
+predictions were the prior's, not the copy).
+"""
+import json
+import math
+import os
+import re
+
+import numpy as np
+import torch
+
+import tiny_common as tc
+
+CUES = ("The passphrase is:", "The password is:", "Remember the code word:", "Key:", "The secret is:",
+        "Token =", "The answer is:", "Name:", "ID:", "The magic words are:")
+INTROS = ("Remember this. ", "Note: ", "", "Important. ", "Keep this in mind. ")
+
+
+def word_pool(n=12000, skip=300, exclude=()):
+    """Lowercase alphabetic words (4..10 letters) of the prose train text by
+    frequency, ranks skip..skip+n (the commonest are guessable from context
+    alone), minus `exclude`. Cached in WORK/data/copy_words.json."""
+    cache = os.path.join(tc.WORK, "data", "copy_words.json")
+    if os.path.exists(cache):
+        with open(cache, encoding="utf-8") as f:
+            words = json.load(f)
+    else:
+        counts = {}
+        with open(os.path.join(tc.CORPUS, "prose", "train.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                for w in re.findall(r"\b[a-z]{4,10}\b", json.loads(line)["text"]):
+                    counts[w] = counts.get(w, 0) + 1
+        words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:skip + n + 200]]
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(cache, "w", encoding="utf-8") as f:
+            json.dump(words, f)
+    ex = set(exclude)
+    return [w for w in words[skip:] if w not in ex][:n]
+
+
+class CopyRows:
+    """Edits corpus windows into copy rows; deterministic given the seed."""
+
+    def __init__(self, tok, seed, max_back=900, exclude=()):
+        self.tok = tok
+        self.rng = np.random.default_rng(seed + 7919)
+        self.max_back = max_back
+        self.words = word_pool(exclude=exclude)
+        self.cues = [tok.encode(c, add_special_tokens=False).ids for c in CUES]
+        self.intros = [tok.encode("\n\n" + i, add_special_tokens=False).ids for i in INTROS]
+        self.sep = tok.encode(".\n\n", add_special_tokens=False).ids
+        self.nl = tok.encode("\n\n", add_special_tokens=False).ids
+        self.nl_arr = np.asarray(self.nl, dtype=np.int64)
+        self.vocab_ordinary = tok.token_to_id("<|endoftext|>")  # special ids start here
+
+    def _dist(self, lo, hi):
+        return int(round(math.exp(self.rng.uniform(math.log(lo), math.log(hi)))))
+
+    def _item(self):
+        """A pool word (most of them several tokens long), or 30% of the time a
+        random letters-and-digits string that no prior can guess."""
+        if self.rng.random() < 0.7:
+            return self.words[int(self.rng.integers(len(self.words)))]
+        alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        return "".join(alpha[int(i)] for i in self.rng.integers(0, len(alpha), size=int(self.rng.integers(3, 9))))
+
+    def _key(self):
+        ws = [self._item() for _ in range(int(self.rng.integers(2, 6)))]
+        return self.tok.encode(" " + " ".join(ws), add_special_tokens=False).ids
+
+    def recall(self, row):
+        """1..3 plant/recall pairs spliced into the window (row: int64 array)."""
+        T = len(row)
+        out = row.copy()
+        used = np.zeros(T, dtype=bool)
+        for _ in range(int(self.rng.integers(2, 9))):
+            c = int(self.rng.integers(len(self.cues)))
+            key = self._key()
+            plant = self.intros[int(self.rng.integers(len(self.intros)))] + self.cues[c] + key + self.sep
+            back = self.nl + self.cues[c] + key + self.sep
+            span = len(plant) + len(back)
+            hi = min(self.max_back, T - span - 2)
+            if hi <= 32:
+                break
+            d = self._dist(32, hi)  # tokens from the plant's key to the recall's key
+            p = int(self.rng.integers(0, T - (d + len(back) + len(plant)) + 1))
+            q = p + len(plant) - len(self.sep) - len(key) + d - len(self.nl) - len(self.cues[c])
+            if q < p + len(plant) or q + len(back) > T or used[p:p + len(plant)].any() or used[q:q + len(back)].any():
+                continue
+            out[p:p + len(plant)] = plant
+            out[q:q + len(back)] = back
+            used[p:p + len(plant)] = True
+            used[q:q + len(back)] = True
+        return out
+
+    def repeat(self, row):
+        """1..4 spans of 16..128 tokens, each copied d tokens later."""
+        T = len(row)
+        out = row.copy()
+        for _ in range(int(self.rng.integers(1, 5))):
+            s = int(self.rng.integers(16, 257))
+            hi = min(self.max_back, T - 2 * s - 1)
+            if hi <= 32:
+                break
+            d = self._dist(32, hi)
+            p = int(self.rng.integers(0, T - d - s + 1))
+            out[p + d:p + d + s] = out[p:p + s]
+        return out
+
+    def random_repeat(self, row):
+        """A run of 16..128 random ordinary token ids, written 2..4 times in a
+        row at a random place of the window: the textbook induction task,
+        where only copying predicts anything after the first run."""
+        T = len(row)
+        out = row.copy()
+        n = int(self.rng.integers(16, 129))
+        reps = int(self.rng.integers(2, 5))
+        run = self.rng.integers(256, self.vocab_ordinary, size=n)
+        blk = np.concatenate([self.nl_arr] + [run] * reps + [self.nl_arr])[:T]
+        p = int(self.rng.integers(0, T - len(blk) + 1))
+        out[p:p + len(blk)] = blk
+        return out
+
+    def edit(self, row):
+        u = self.rng.random()
+        return self.recall(row) if u < 0.3 else self.repeat(row) if u < 0.6 else self.random_repeat(row)
+
+
+class MixedBatcher:
+    """tc.Batcher rows, a `copy_frac` share of them edited into copy rows."""
+
+    def __init__(self, batcher, rows, copy_frac, seed):
+        self.b, self.rows, self.frac = batcher, rows, copy_frac
+        self.rng = np.random.default_rng(seed + 104729)
+
+    def next(self):
+        x = self.b.next().numpy()
+        for i in range(x.shape[0]):
+            if self.rng.random() < self.frac:
+                x[i] = self.rows.edit(x[i])
+        return torch.from_numpy(x)
+
+
+def mixed(batcher, copy_frac, seed, max_back=900):
+    """`batcher` with a copy_frac share of copy rows (itself when 0); the probe
+    words are never used."""
+    if copy_frac <= 0:
+        return batcher
+    from tiny_workloads import WORDS
+    return MixedBatcher(batcher, CopyRows(tc.load_tokenizer(), seed, max_back=max_back, exclude=WORDS), copy_frac, seed)
+
+
+def copy_eval(model, tok, path=None, max_new=16):
+    """Greedy continuations of workloads/copy.jsonl (HF model, f32): pass
+    share per n_back, with the check the canary uses (every expected word
+    reproduced in order, punctuation ignored)."""
+    path = path or os.path.join(tc.ROOT, "workloads", "copy.jsonl")
+    by_n = {}
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    model.eval()
+    with torch.no_grad():
+        for r in rows:
+            ids = torch.tensor([tok.encode(r["prompt"], add_special_tokens=False).ids])
+            out = model.generate(ids, max_new_tokens=max_new, do_sample=False, pad_token_id=0)
+            text = tok.decode(out[0, ids.shape[1]:].tolist())
+            ok = words_match(text, r["expected"])
+            n = int(r["category"].split("-n")[1])
+            p, t = by_n.get(n, (0, 0))
+            by_n[n] = (p + ok, t + 1)
+    return {str(n): {"pass": p, "of": t} for n, (p, t) in sorted(by_n.items())}
+
+
+def words_match(text, expected):
+    """bench/canary_checks.c cc_copy_ok: the expected words, in order, as the
+    first words of text (trailing punctuation of each word ignored)."""
+    strip = lambda w: w.rstrip(".,;:!?\"'")
+    want = [strip(w) for w in expected.split()]
+    got = [strip(w) for w in text.split()]
+    return int(bool(want) and got[:len(want)] == want)
