@@ -77,10 +77,13 @@ BLOCK = 4
 MASK_ID = 4095
 
 
-def scaled_init(module, gen):
-    """Unit-variance activations through every matrix, norms 1 + noise (as make_fixture.py)."""
+def scaled_init(module, gen, skip=()):
+    """Unit-variance activations through every matrix, norms 1 + noise (as make_fixture.py);
+    parameters whose names start with one of `skip` are left alone (no RNG draws)."""
     with torch.no_grad():
         for name, p in module.named_parameters():
+            if name.startswith(tuple(skip)):
+                continue
             if name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
             elif p.dim() == 2:
@@ -118,8 +121,14 @@ def final_hidden(target, ids):
 # ---------------------------------------------------------------- MTP
 
 def train_mtp(target, data, steps, gen):
+    # This fixture has no shared_head.norm (the engine's fallback to the
+    # target's model.norm is what it tests): the output norm is the target's,
+    # frozen, and is not written.
     mtp = tm.MTP(target.config)
-    scaled_init(mtp, gen)
+    scaled_init(mtp, gen, skip=("head_norm.",))
+    with torch.no_grad():
+        mtp.head_norm.weight.copy_(target.model.norm.weight)
+    mtp.head_norm.requires_grad_(False)
     H = final_hidden(target, data)
     opt = torch.optim.Adam(mtp.parameters(), lr=3e-3)
     T = data.shape[1]
@@ -168,7 +177,7 @@ def write_mtp(target, mtp, ctxs):
         os.symlink(os.path.join("..", "qwen3-tied", name), os.path.join(MTP_DIR, name))
     shard1, shard2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
     os.symlink(os.path.join("..", "qwen3-tied", "model.safetensors"), os.path.join(MTP_DIR, shard1))
-    sd = {k: v.detach().float().contiguous() for k, v in mtp.state_dict_ds(L).items()}
+    sd = {k: v.detach().float().contiguous() for k, v in mtp.state_dict_ds(L).items() if ".shared_head." not in k}
     save_file(sd, os.path.join(MTP_DIR, shard2), metadata={"format": "pt"})
     wmap = {k: shard1 for k in load_file(os.path.join(TARGET, "model.safetensors"))}
     wmap.update({k: shard2 for k in sd})
@@ -553,7 +562,8 @@ def main_mtp2(args):
     for p in target.parameters():
         p.requires_grad_(False)
     mod0 = tm.MTP(target.config)
-    mod0.load_ds(load_file(os.path.join(MTP_DIR, "model-00002-of-00002.safetensors")), target.config.num_hidden_layers)
+    mod0.load_ds(load_file(os.path.join(MTP_DIR, "model-00002-of-00002.safetensors")), target.config.num_hidden_layers,
+                 target.model.norm.weight)
     mod0 = mod0.float().eval()
     for p in mod0.parameters():
         p.requires_grad_(False)

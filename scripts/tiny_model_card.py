@@ -108,7 +108,7 @@ def main():
       % size_mb(os.path.join(M, "tiny-dspark", "model.safetensors")))
     w("| tiny-draft/ | draft model: `Qwen3ForCausalLM`, %s layers, same tokenizer | bf16 safetensors (%.1f MB) |\n"
       % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
-    w("Reproduce everything (not part of CI; about an hour and a half on 2 cores): `scripts/train_tiny.sh`.\n")
+    w("Reproduce everything (not part of CI; about two hours on 2 cores: stage 1 of the target 60 min on a loaded machine, the rest 50 min idle): `scripts/train_tiny.sh`.\n")
 
     w("## Corpus\n")
     w("Built by `scripts/build_corpus.py` from an explicit list of Debian 12 packages (installed by the script), "
@@ -174,10 +174,14 @@ def main():
         w("Stage 1 above never learned to copy: greedy continuations of all 36 passphrase probes of "
           "workloads/copy.jsonl failed at every distance (48–384 tokens back). Stage 2 (`train_target.py --init`, "
           "step `copy` of scripts/train_tiny.sh) continues the stage-1 weights for %d steps × %d sequences × %d "
-          "tokens = %s tokens, a share %.2f of the rows edited into copy rows by scripts/tiny_copy.py: recall on "
-          "cue (1–5 planted `CUE KEY.` lines, keys of pool words or random letters and digits, recalled "
-          "32–%d tokens later) and plain span repeats (8–48 tokens copied 32–%d tokens later). The probe's "
-          "passphrase words are never used in training rows. Peak LR 1e-3, warmup 50, same WSD schedule; seed 5."
+          "tokens = %s tokens, a share %.2f of the rows edited into copy rows by scripts/tiny_copy.py: 30%% recall "
+          "on cue (2–8 planted `CUE KEY.` lines, keys of pool words or random letters and digits, recalled "
+          "32–%d tokens later), 30%% span repeats (1–4 spans of 16–256 tokens copied 32–%d tokens later), 40%% "
+          "random runs (16–128 random ids written 2–4 times in a row, the textbook induction task). The probe's "
+          "passphrase words are never used in training rows. Peak LR 1e-3, warmup 50, same WSD schedule; seed 5. "
+          "Sparser copy rows (recall and short repeats only, copy targets 1–5%% of the tokens) were tried first "
+          "and taught nothing measurable in 1,000–1,500 steps; the random runs are what formed the induction "
+          "behaviour (teacher-forced accuracy on their second run 0.85 after 250 steps)."
           % (c2["steps"], c2["batch"], c2["seq"], f"{c2['tokens_seen']:,}", c2["copy_frac"], c2["max_back"],
              c2["max_back"]))
         if sp:

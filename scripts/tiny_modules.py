@@ -159,9 +159,10 @@ class MTP(nn.Module):
             out["model.layers.%d.%s" % (layer, k)] = v
         return out
 
-    def load_ds(self, sd, layer):
+    def load_ds(self, sd, layer, target_norm=None):
         """From DeepSeek-V3 names; a checkpoint without shared_head.norm gets
-        the target's model.norm (what the engine falls back to, and says)."""
+        the target's model.norm (sd's, else target_norm: what the engine
+        falls back to, and says)."""
         pre = "model.layers.%d." % layer
         mine = {}
         for k, v in sd.items():
@@ -172,8 +173,10 @@ class MTP(nn.Module):
                 mine["head_norm.weight"] = v
             else:
                 mine[name if name.split(".")[0] in ("enorm", "hnorm", "eh_proj") else "block." + name] = v
-        if "head_norm.weight" not in mine and "model.norm.weight" in sd:
-            mine["head_norm.weight"] = sd["model.norm.weight"]
+        if "head_norm.weight" not in mine:
+            norm = sd.get("model.norm.weight", target_norm)
+            if norm is not None:
+                mine["head_norm.weight"] = norm
         missing, unexpected = self.load_state_dict(mine, strict=False)
         missing = [m for m in missing if not m.startswith("rot.")]
         if missing or unexpected:
