@@ -184,6 +184,9 @@ def main():
           "behaviour (teacher-forced accuracy on their second run 0.85 after 250 steps)."
           % (c2["steps"], c2["batch"], c2["seq"], f"{c2['tokens_seen']:,}", c2["copy_frac"], c2["max_back"],
              c2["max_back"]))
+        w("Stage 1 read the corpus built with linux-libc-dev 6.1.192-3; stage 2 and the drafters read it as "
+          "rebuilt on a later machine whose Debian mirror had 6.1.187-1 (the manifest below; 3,006 fewer train "
+          "bytes in that source), the one difference between the two corpora.")
         if sp:
             w("Wall time %.0f min (%s–%s). Last log line: `%s`" % (sp[2], sp[0], sp[1],
                                                                  last_match("copy", r"step \d+/")))
