@@ -17,7 +17,8 @@ struct vpolicy {
     float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
     float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
     int *kmax, *ell;
-    float cut;                      /* the lowest survival admitted in the last step (0: none yet) */
+    float next_thr;                 /* what a further draft had to exceed in the last step (vpolicy_admit) */
+    int have_thr;                   /* 0 until the first choose() */
 };
 
 int vpolicy_parse(const char *name, vpolicy_kind *out) {
@@ -27,7 +28,14 @@ int vpolicy_parse(const char *name, vpolicy_kind *out) {
     return -1;
 }
 
-void vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
+/* Admitting a draft of survival v to a batch of B rows and τ expected
+ * tokens pays when (τ + v) / cost(B + 1) > τ / cost(B), i.e. when
+ * v > τ · (cost(B + 1) / cost(B) − 1). */
+static double admit_threshold(const cost_curve *cost, double tau, int B) {
+    return tau * (cost_curve_at(cost, B + 1) / cost_curve_at(cost, B) - 1.0);
+}
+
+double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
     /* Start from one row per request (the bonus row), τ = n. Candidates in
      * descending survival; ties by position, then request, so prefixes are
      * admitted in order. */
@@ -50,6 +58,7 @@ void vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], con
         B++;
         ell[best]++;
     }
+    return admit_threshold(cost, tau, B);
 }
 
 /* Conditional survival signal of draft i: confidence head, else the
@@ -96,27 +105,19 @@ static void choose(void *ctx, spec_proposal *props, int n) {
         for (int i = 0; i < p->k; i++) s->a[r][i] = surv *= survival_step(s, p, i);
         s->kmax[r] = p->k;
     }
-    vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
-    float cut = 2.0f;
-    for (int r = 0; r < n; r++) {
-        if (s->ell[r] > 0 && s->a[r][s->ell[r] - 1] < cut) cut = s->a[r][s->ell[r] - 1];
-        props[r].k = s->ell[r];
-    }
-    s->cut = cut <= 1.0f ? cut : 0.0f;
-}
-
-/* The survival the policy would assign to drafts 0..upto of p. */
-static float survival(const vpolicy *s, const spec_proposal *p, int upto) {
-    float surv = 1.0f;
-    for (int i = 0; i <= upto; i++) surv *= survival_step(s, p, i);
-    return surv;
+    s->next_thr = (float)vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell);
+    s->have_thr = 1;
+    for (int r = 0; r < n; r++) props[r].k = s->ell[r];
 }
 
 /* Drafting that stops early (spec_proposal.keep): threshold stops exactly
- * where choose() would cut; confidence/adaptive stop once the survival so
- * far — an upper bound on every later draft's — is below what the last step
- * admitted, with a margin because the cut moves with the batch. Either way
- * only signals fixed before each draft was drawn are read. */
+ * where choose() would cut. Confidence/adaptive: the survival of drafts
+ * 0..k-1 bounds draft k's from above, so draft k is not drafted when that
+ * bound does not beat the admission threshold, both as this request alone
+ * would set it (B = k + 1 rows, τ = 1 + the survivals so far: exact for a
+ * single stream) and as the last step's batch ended (what its next draft
+ * had to exceed); the lower of the two, so a batch's cheaper rows still
+ * get drafts. Only signals fixed before each draft was drawn are read. */
 static int keep(void *ctx, const spec_proposal *p) {
     const vpolicy *s = ctx;
     if (p->k <= 0) return 1;
@@ -125,7 +126,11 @@ static int keep(void *ctx, const spec_proposal *p) {
         return !(c >= 0 && c < s->o.p_min);
     }
     if (p->slot < 0 || p->slot >= s->o.max_slots) return 1;
-    return survival(s, p, p->k - 1) >= 0.8f * s->cut;
+    double tau = 1.0, bound = 1.0;
+    for (int i = 0; i < p->k; i++) tau += bound *= survival_step(s, p, i);
+    double thr = admit_threshold(s->o.cost, tau, p->k + 1);
+    if (s->have_thr && s->next_thr < thr) thr = s->next_thr;
+    return bound > thr;
 }
 
 static void observe(void *ctx, const spec_proposal *p, int n_acc) {

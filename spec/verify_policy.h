@@ -45,8 +45,9 @@ spec_verify_hook vpolicy_hook(vpolicy *s);
 /* The admission rule alone, exposed for tests and the depth recommender:
  * given per-request survival curves a[r][j] (non-increasing in j, r < n,
  * j < kmax[r]) and the cost table, writes the number of drafts admitted per
- * request into ell[r]. */
-void vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell);
+ * request into ell[r]. Returns the survival a further draft would have had
+ * to exceed to be admitted (the threshold at the final batch). */
+double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell);
 
 /* A verify policy as a command line asks for it (generate, serve, bench_spec). */
 typedef struct {
