@@ -189,6 +189,20 @@ int cc_copy_ok(const char *text, const char *expected) {
     }
 }
 
+int cc_copy_pick(const int *n_back, int n, int lo, int hi, int want, int *out) {
+    int *cand = malloc((size_t)(n > 0 ? n : 1) * sizeof *cand), nc = 0, got = 0;
+    if (!cand) return 0;
+    for (int i = 0; i < n; i++) {   /* insertion by distance, stable */
+        if (n_back[i] < lo || n_back[i] > hi) continue;
+        int j = nc++;
+        while (j > 0 && n_back[cand[j - 1]] > n_back[i]) { cand[j] = cand[j - 1]; j--; }
+        cand[j] = i;
+    }
+    for (int k = 0; k < want && k < nc; k++) out[got++] = cand[nc <= want ? k : (int)((long)k * nc / want)];
+    free(cand);
+    return got;
+}
+
 long cc_first_diff(const char *a, const char *b) {
     long i = 0;
     while (a[i] && a[i] == b[i]) i++;

@@ -42,6 +42,12 @@ double cc_flat(const double *top1, int n, int *at);
  * first such position (-1 when none). */
 int    cc_ctxfree(const unsigned long long *sig, int n, int *at);
 int    cc_copy_ok(const char *text, const char *expected);
+/* The passphrase probes: of the rows whose n_back[i] lies in [lo, hi]
+ * (n_back[i] < 0: not a copy row), ordered by distance (stable), every
+ * (candidates / want)-th, so the picks spread evenly over the range (both
+ * sides of a boundary inside it). Writes up to `want` row indices to out;
+ * returns how many. */
+int    cc_copy_pick(const int *n_back, int n, int lo, int hi, int want, int *out);
 /* Byte offset of the first difference of a and b, -1 when equal. */
 long   cc_first_diff(const char *a, const char *b);
 

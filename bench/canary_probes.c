@@ -213,20 +213,16 @@ static void copy_probe(cn_run *R) {
         cn_finding(&R->F, CN_NOTE, "note: passphrase check skipped (%s)", err);
         return;
     }
-    /* The probes straddle the 128-token boundary evenly: the rows planted
-     * 96–192 back, ordered by distance, every (n_cand / n_probe)-th taken, so
-     * a fault that hides keys past 128 (spec/fault.h window) meets as many
-     * probes beyond the boundary as before it. (The first n_probe rows of the
-     * file were all within 120 back.) */
-    int cand[256], nc = 0, crow[64], cn = 0;
-    for (int i = 0; i < cw->n && nc < 256; i++)
-        if (cw->items[i].expected && cw->items[i].n_back >= 96 && cw->items[i].n_back <= 192) {
-            int j = nc++;
-            while (j > 0 && cw->items[cand[j - 1]].n_back > cw->items[i].n_back) { cand[j] = cand[j - 1]; j--; }
-            cand[j] = i;
-        }
-    int want = o->n_probe < 64 ? o->n_probe : 64;
-    for (int k = 0; k < want && k < nc; k++) crow[cn++] = cand[nc <= want ? k : (int)((long)k * nc / want)];
+    /* Spread over 96–192 back by distance (cc_copy_pick), so a fault that
+     * hides keys past 128 (spec/fault.h window) meets as many probes beyond
+     * the boundary as before it; the first n_probe rows of the file were all
+     * within 120 back. */
+    int crow[64], cn = 0, *nb = malloc((size_t)(cw->n > 0 ? cw->n : 1) * sizeof *nb);
+    if (nb) {
+        for (int i = 0; i < cw->n; i++) nb[i] = cw->items[i].expected ? cw->items[i].n_back : -1;
+        cn = cc_copy_pick(nb, cw->n, 96, 192, o->n_probe < 64 ? o->n_probe : 64, crow);
+        free(nb);
+    }
     workload cs = cn_subset(cw, crow, cn, cw->name);
     ld_result *pr = NULL;
     if (cs.n && !cn_probe_requests(R, &cs, -1, 0, cs.n, &pr, err, sizeof err)) {

@@ -245,6 +245,20 @@ static void test_content_checks(void) {
     CHECK(!cc_copy_ok(" amber oak granite.", " amber willow granite."));
     CHECK(!cc_copy_ok("anything", ""));
     CHECK(cc_first_diff("abc", "abc") == -1 && cc_first_diff("abc", "abd") == 2 && cc_first_diff("ab", "abc") == 2);
+    /* workloads/copy.jsonl's layout: 3 rows per distance, file order by distance, plus a non-copy row */
+    int nb[] = {48, 48, 48, 64, 64, 64, 96, 96, 96, 112, 112, 112, 120, 120, 120, 136, 136, 136, 144, 144, 144,
+                160, 160, 160, 192, 192, 192, 256, 256, 256, -1};
+    int pick[8], np = cc_copy_pick(nb, (int)(sizeof nb / sizeof nb[0]), 96, 192, 8, pick), above = 0, below = 0;
+    CHECK(np == 8);
+    for (int i = 0; i < np; i++) {
+        CHECK(nb[pick[i]] >= 96 && nb[pick[i]] <= 192);
+        if (nb[pick[i]] > 128) above++; else below++;
+        if (i) CHECK(nb[pick[i]] >= nb[pick[i - 1]] && pick[i] != pick[i - 1]);
+    }
+    CHECK(above == 4 && below == 4);   /* the first 8 in file order would be 0 above 128 */
+    CHECK(nb[pick[0]] == 96 && nb[pick[7]] == 192);
+    CHECK(cc_copy_pick(nb, 31, 500, 600, 8, pick) == 0);
+    CHECK(cc_copy_pick(nb, 31, 96, 112, 8, pick) == 6);
 }
 
 static void test_calibration(void) {
