@@ -65,6 +65,16 @@ long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], in
 
 /* The first n prompts of workloads/NAME.jsonl, tokenized and cut to at most
  * LL_MAXP tokens (the last LL_MAXP, so the continuation follows the text). */
+void ll_synthetic_prompts(int vocab, int prompts[LL_NP][LL_MAXP], int *lens) {
+    static const int fl[LL_NP] = {120, 9, 300, 40, 3, 129, 77, 210};
+    const unsigned V = (unsigned)vocab;
+    for (int i = 0; i < LL_NP; i++) {
+        lens[i] = fl[i];
+        for (int j = 0; j < lens[i]; j++)
+            prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % V) : (int)((unsigned)(j % (5 + i)) * 131u % V);
+    }
+}
+
 int ll_load_prompts(gen_engine *e, const char *name, int prompts[][LL_MAXP], int *lens, int n) {
     char rel[128];
     snprintf(rel, sizeof rel, "workloads/%s.jsonl", name);

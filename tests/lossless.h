@@ -26,6 +26,10 @@ long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need
 /* ll_run over LL_NP prompts of LL_GEN tokens, as a config says. */
 long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
               int n_depths, const int *batches, int n_batches);
+/* The synthetic prompt set: LL_NP prompts of mixed lengths (120, 9, 300,
+ * 40, 3, 129, 77, 210 tokens), repetitive ones (so ngram finds matches)
+ * alternating with pseudo-random ones, ids below vocab. */
+void ll_synthetic_prompts(int vocab, int prompts[LL_NP][LL_MAXP], int *lens);
 /* The first n prompts of workloads/NAME.jsonl, tokenized, the last part of
  * each kept (mixed lengths, at most LL_MAXP tokens). Returns how many. */
 int  ll_load_prompts(gen_engine *e, const char *workload, int prompts[][LL_MAXP], int *lens, int n);

@@ -92,6 +92,19 @@ static const char *dt_name(kb_dtype dt) { return dt == KB_F32 ? "f32" : dt == KB
 
 /* ---- matmul ------------------------------------------------------------------ */
 
+/* A random [rows, cols] weight of dtype dt and m input rows, multiplied on
+ * the CPU (into *yc) and then on CUDA (into *yg); the backend is cuda after. */
+static void matmul_both(kb_dtype dt, int m, int rows, int cols, kb_weight *w, float **x, float **yc, float **yg) {
+    *w = random_weight(dt, rows, cols);
+    *x = random_floats((size_t)m * cols, 1.0f);
+    *yc = calloc((size_t)m * rows, sizeof(float));
+    *yg = calloc((size_t)m * rows, sizeof(float));
+    use("cpu");
+    kb_matmul(*yc, *x, w, m);
+    use("cuda");
+    kb_matmul(*yg, *x, w, m);
+}
+
 static void test_matmul(void) {
     static const int shapes[][3] = {{1, 1, 1}, {3, 33, 7}, {8, 40, 64}, {17, 70, 100}, {5, 37, 1027}, {1, 300, 4096},
                                     {9, 65, 260}};
@@ -99,13 +112,9 @@ static void test_matmul(void) {
     for (int d = 0; d < 3; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
-            kb_weight w = random_weight(dts[d], rows, cols);
-            float *x = random_floats((size_t)m * cols, 1.0f);
-            float *yc = calloc((size_t)m * rows, sizeof(float)), *yg = calloc((size_t)m * rows, sizeof(float));
-            use("cpu");
-            kb_matmul(yc, x, &w, m);
-            use("cuda");
-            kb_matmul(yg, x, &w, m);
+            kb_weight w;
+            float *x, *yc, *yg;
+            matmul_both(dts[d], m, rows, cols, &w, &x, &yc, &yg);
             double e;
             long nd = bits_differ(yc, yg, (size_t)m * rows, &e);
             CHECKF(nd == 0, "matmul %s m %d [%d, %d]: %ld of %d elements differ from the CPU's (max |d| %g)",
@@ -170,13 +179,9 @@ static void test_cublas(void) {
     for (int d = 0; d < 3; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
-            kb_weight w = random_weight(dts[d], rows, cols);
-            float *x = random_floats((size_t)m * cols, 1.0f);
-            float *yc = calloc((size_t)m * rows, sizeof(float)), *yg = calloc((size_t)m * rows, sizeof(float));
-            use("cpu");
-            kb_matmul(yc, x, &w, m);
-            use("cuda");
-            kb_matmul(yg, x, &w, m);
+            kb_weight w;
+            float *x, *yc, *yg;
+            matmul_both(dts[d], m, rows, cols, &w, &x, &yc, &yg);
             float *wf = malloc(sizeof(float) * (size_t)cols);
             long bad = 0;
             double worst = 0;
@@ -435,11 +440,8 @@ static void test_engine(void) {
     }
     /* greedy generation: the CPU's tokens (equal logits, equal tokens) */
     static int prompts[LL_NP][LL_MAXP];
-    int lens[LL_NP] = {120, 9, 300, 40, 3, 129, 77, 210};
-    for (int i = 0; i < LL_NP; i++)
-        for (int j = 0; j < lens[i]; j++)
-            prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % (unsigned)V)
-                                  : (int)((unsigned)(j % (5 + i)) * 131u % (unsigned)V);
+    int lens[LL_NP];
+    ll_synthetic_prompts(V, prompts, lens);
     const int *pp[LL_NP];
     for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
     gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};

@@ -218,18 +218,11 @@ static void refuse(gen_engine *e, const char *ddir, const char *field, const cha
                    const char *want) {
     char dir[] = "/tmp/specbed-dspark-XXXXXX", p[600], err[1024];
     if (!mkdtemp(dir)) { CHECK(0); return; }
-    snprintf(p, sizeof p, "%s/config.json", ddir);
-    char *txt = tu_read_file(tu_path(p), NULL);
-    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
-    free(txt);
-    if (!j) { CHECK(0); return; }
+    cJSON *j = tu_read_config(ddir);
+    if (!j) return;
     cJSON_ReplaceItemInObjectCaseSensitive(j, field, cJSON_Parse(value));
-    char *out = cJSON_Print(j);
+    tu_write_config(dir, j);
     cJSON_Delete(j);
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    FILE *f = fopen(p, "w");
-    if (f) { fputs(out, f); fclose(f); }
-    free(out);
     char src[600];
     snprintf(src, sizeof src, "%s/model.safetensors", tu_path(ddir));
     snprintf(p, sizeof p, "%s/model.safetensors", dir);

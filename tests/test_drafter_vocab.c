@@ -382,20 +382,12 @@ static void refuse_drafter(gen_engine *e, const char *name, const char *dir, con
 
 /* dir/config.json := src's with "draft_vocab_size" set to n (0: removed). */
 static void write_config(const char *dir, const char *src, int n) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/config.json", src);
-    char *txt = tu_read_file(tu_path(p), NULL);
-    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
-    free(txt);
-    if (!j) { CHECK(0); return; }
+    cJSON *j = tu_read_config(src);
+    if (!j) return;
     cJSON_DeleteItemFromObjectCaseSensitive(j, "draft_vocab_size");
     if (n) cJSON_AddNumberToObject(j, "draft_vocab_size", n);
-    char *out = cJSON_Print(j);
+    tu_write_config(dir, j);
     cJSON_Delete(j);
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    FILE *f = fopen(p, "w");
-    if (f) { fputs(out, f); fclose(f); }
-    free(out);
 }
 
 static void malformed_drafters(gen_engine *e) {

@@ -59,12 +59,8 @@ int main(int argc, char **argv) {
     if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_spec_lossless"); }
     int V = e->m->cfg.vocab_size;
     static int prompts[LL_NP][LL_MAXP];
-    int lens[LL_NP] = {120, 9, 300, 40, 3, 129, 77, 210};
-    /* Repetitive prompts (so ngram finds matches) mixed with pseudo-random ones. */
-    for (int i = 0; i < LL_NP; i++)
-        for (int j = 0; j < lens[i]; j++)
-            prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % (unsigned)V)
-                                  : (int)((unsigned)(j % (5 + i)) * 131u % (unsigned)V);
+    int lens[LL_NP];
+    ll_synthetic_prompts(V, prompts, lens);
     ll_config cfgs[] = {
         {"ngram", {.name = "ngram"}, 0},
         {"draft(self)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1},

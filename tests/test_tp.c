@@ -132,15 +132,7 @@ static void run_case(gen_engine *e, const model_case *mc, const char *workload) 
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];
     int got = ll_load_prompts(e, workload, prompts, lens, LL_NP);
-    if (got < LL_NP) {   /* fixtures: repetitive and pseudo-random prompts of mixed lengths */
-        static const int fl[LL_NP] = {120, 9, 300, 40, 3, 129, 77, 210};
-        const unsigned V = (unsigned)e->m->cfg.vocab_size;
-        for (int i = 0; i < LL_NP; i++) {
-            lens[i] = fl[i];
-            for (int j = 0; j < lens[i]; j++)
-                prompts[i][j] = i % 2 ? (int)((j * 2654435761u + (unsigned)i * 97u) % V) : (int)((unsigned)(j % (5 + i)) * 131u % V);
-        }
-    }
+    if (got < LL_NP) ll_synthetic_prompts(e->m->cfg.vocab_size, prompts, lens);   /* fixtures */
     for (int c = 0; c < 4 && mc->lossless[c].label; c++) {
         long n = ll_check(e, &mc->lossless[c], prompts, lens, depths, 8, batches, 3);
         printf("%s, TP=2, %s, %s prompts: %ld tokens compared\n", mc->dir, mc->lossless[c].label,

@@ -1,5 +1,7 @@
 /* test_util.c — see test_util.h. */
 #include "test_util.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -79,4 +81,25 @@ double tu_chi2_two_sample(const int *a, const int *b, int n, int *dof) {
     if (pa + pb >= 10) { x2 += (pa - pb) * (pa - pb) / (pa + pb); bins++; }
     *dof = bins - 1;
     return x2;
+}
+
+cJSON *tu_read_config(const char *src_dir) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/config.json", src_dir);
+    char *txt = tu_read_file(tu_path(p), NULL);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    CHECKF(j != NULL, "%s: cannot read or parse", p);
+    return j;
+}
+
+void tu_write_config(const char *dir, const cJSON *j) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    char *out = cJSON_Print(j);
+    FILE *f = out ? fopen(p, "w") : NULL;
+    int ok = f && fputs(out, f) >= 0;
+    if (f && fclose(f)) ok = 0;
+    CHECKF(ok, "%s: cannot write", p);
+    free(out);
 }

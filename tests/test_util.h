@@ -36,6 +36,12 @@ const char *tu_path(const char *rel);
 
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on error. */
 char *tu_read_file(const char *path, size_t *len);
+/* Model directories the tests rewrite: SRC_DIR/config.json (repo-relative)
+ * parsed (NULL and a failed CHECK when it cannot be), and a cJSON written to
+ * DIR/config.json (a failed CHECK when it cannot be); the caller frees j. */
+struct cJSON;
+struct cJSON *tu_read_config(const char *src_dir);
+void tu_write_config(const char *dir, const struct cJSON *j);
 
 /* Upper 0.1% critical value of chi-square with dof degrees of freedom
  * (Wilson–Hilferty approximation, good to ~1% for dof ≥ 3). */
