@@ -181,7 +181,7 @@ def main():
           "passphrase words are never used in training rows. Peak LR 1e-3, warmup 50, same WSD schedule; seed 5. "
           "Sparser copy rows (recall and short repeats only, copy targets 1–5%% of the tokens) were tried first "
           "and taught nothing measurable in 1,000–1,500 steps; the random runs are what formed the induction "
-          "behaviour (teacher-forced accuracy on their second run 0.85 after 250 steps)."
+          "behaviour (the probe table below is the measure)."
           % (c2["steps"], c2["batch"], c2["seq"], f"{c2['tokens_seen']:,}", c2["copy_frac"], c2["max_back"],
              c2["max_back"]))
         w("Stage 1 read the corpus built with linux-libc-dev 6.1.192-3; stage 2 and the drafters read it as "
