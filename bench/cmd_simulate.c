@@ -43,7 +43,9 @@ static void help(FILE *f) {
         "                         hardware (required)\n"
         "  --draft-seconds S      seconds per drafted token (default: the table's\n"
         "                         draft_seconds_per_token, else 0)\n"
-        "  --step-overhead-ms MS  fixed host time per step (default 0)\n"
+        "  --step-overhead-ms MS  fixed host time per step (default 0); with --compare,\n"
+        "                         auto: per concurrency and workload, the depth-0 cell's\n"
+        "                         mean TPOT less the simulated one without overhead\n"
         "Server (per replica; defaults are specbed serve's):\n"
         "  --max-running N        requests batched together (default 16)\n"
         "  --row-budget N         rows per step, verify rows + prompt chunks (default\n"
@@ -160,7 +162,11 @@ static int parse_opt(opts *o, int argc, char **argv, int *i) {
     else if (!strcmp(a, "--workloads")) { VAL(); o->workloads = v; }
     else if (!strcmp(a, "--cost-table")) { VAL(); o->cost_path = v; }
     else if (!strcmp(a, "--draft-seconds")) { VAL(); if (opt_double(CMD, a, v, 0, 10, &o->draft_s)) return -1; }
-    else if (!strcmp(a, "--step-overhead-ms")) { VAL(); if (opt_double(CMD, a, v, 0, 1e5, &o->overhead_ms)) return -1; }
+    else if (!strcmp(a, "--step-overhead-ms")) {
+        VAL();
+        if (!strcmp(v, "auto")) o->overhead_ms = -1;
+        else if (opt_double(CMD, a, v, 0, 1e5, &o->overhead_ms)) return -1;
+    }
     else if (!strcmp(a, "--think-ms")) {
         VAL();
         if (!strcmp(v, "auto")) o->think_ms = -1;
@@ -270,7 +276,7 @@ int cmd_simulate(int argc, char **argv) {
             fprintf(stderr, "%s: note: --compare simulates each cell with the sweep's own load; loads and replicas are ignored\n", CMD);
         if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "%s: %s\n", CMD, err); return 2; }
         sim_compare_opts co = {.sweep_dir = o.sweep, .drafter = o.drafter, .out_dir = outdir, .cost = &cost,
-                               .draft_s_per_token = draft_s, .step_overhead_s = o.overhead_ms / 1e3,
+                               .draft_s_per_token = draft_s, .step_overhead_s = o.overhead_ms < 0 ? -1 : o.overhead_ms / 1e3,
                                .think_s = o.think_ms < 0 ? -1 : o.think_ms / 1e3,
                                .chars_per_token = o.cpt, .repeats = o.repeats, .max_running = o.max_running,
                                .row_budget = o.row_budget, .seed = o.seed};
@@ -332,6 +338,7 @@ int cmd_simulate(int argc, char **argv) {
     base.balance = (sim_balance)o.balance;
     base.burstiness = o.burstiness;
     if (o.think_ms < 0) { fprintf(stderr, "%s: --think-ms auto is for --compare\n", CMD); free(sets); return 2; }
+    if (o.overhead_ms < 0) { fprintf(stderr, "%s: --step-overhead-ms auto is for --compare\n", CMD); free(sets); return 2; }
     base.think_s = o.think_ms / 1e3;
     base.n_requests = o.requests;
     base.profile.ph[0].dur_s = o.requests && !set_duration ? INFINITY : o.duration;

@@ -18,10 +18,14 @@ double rc_expected_cond(const double *a, int n, int k) {
     return e;
 }
 
+double rc_draft_seconds(const cost_curve *t, int c, double d) {
+    return d > 0 ? c * (t->draft_seconds_per_step + d * t->draft_seconds_per_token) : 0.0;
+}
+
 rc_pred rc_predict(const cost_curve *t, const double *p, int n, int k, int c, double n_out, double overhead_s) {
     rc_pred r;
     r.e_k = rc_expected(p, n, k);
-    r.step_s = cost_curve_at(t, (double)c * (k + 1)) + (double)c * k * t->draft_seconds_per_token;
+    r.step_s = cost_curve_at_seqs(t, c, (double)c * (k + 1)) + rc_draft_seconds(t, c, k);
     if (!(r.step_s > 0)) r.tps = NAN;
     else if (n_out > 1 && !isnan(overhead_s) && overhead_s >= 0)
         r.tps = c * n_out / (overhead_s + (n_out - 1) * r.step_s / r.e_k);
@@ -93,7 +97,7 @@ int rc_break_even(const cost_curve *t, const double *p, int n, int c, double ove
     double ov = isnan(overhead_s) || overhead_s < 0 ? 0 : overhead_s, prev = NAN;
     int k = 0;
     for (int j = 0; j <= max_k; j++) {
-        double step = cost_curve_at(t, (double)c * (j + 1)) + (double)c * j * t->draft_seconds_per_token + ov;
+        double step = cost_curve_at_seqs(t, c, (double)c * (j + 1)) + rc_draft_seconds(t, c, j) + ov;
         double tps = c * rc_expected(p, n, j) / step;
         if (j > 0) {
             if (!(tps > prev)) break;

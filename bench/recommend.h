@@ -9,7 +9,8 @@
  *
  * Predicted output throughput of c concurrent sequences at depth k:
  *   rows  = c · (k + 1)                 (verify rows per step)
- *   step  = cost(rows) + c · k · draft_seconds_per_token
+ *   step  = cost(c sequences, rows) + c · (draft_seconds_per_step [k > 0]
+ *           + k · draft_seconds_per_token)
  *   decode tok/s = c · E(k) ÷ step
  * and, end to end as the load generator measures it (closed loop, N output
  * tokens per request, a per-request overhead T0 — prefill and queueing,
@@ -64,7 +65,10 @@ int rc_fit_monotone(cost_curve *c, const double *rows, const double *sec, const 
 
 /* The content-bound depth: the deepest k ≤ max_k such that every draft row
  * up to k raised the predicted decode throughput c·E(j) ÷ step(j), with
- * step(j) = cost(c(j+1)) + c·j·draft + overhead_s — past it an extra row
+ * step(j) = cost(c(j+1)) + c·(draft per step [j > 0] + j·draft per token)
+ * + overhead_s — past it an extra row
  * costs more than it returns. 0 when even the first row does not pay. */
 int rc_break_even(const cost_curve *t, const double *p, int n, int concurrency, double overhead_s, int max_k);
+/* Seconds of drafting per step for c sequences drafting d tokens each (0 at d = 0). */
+double rc_draft_seconds(const cost_curve *t, int concurrency, double d);
 #endif

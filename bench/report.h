@@ -70,7 +70,12 @@ typedef struct {
     rc_gain gain[RP_MAX_DEPTHS];       /* decode throughput ÷ speculation off, paired by repeat */
     rc_gain gain_e2e[RP_MAX_DEPTHS];   /* the same for end-to-end throughput */
     int verdict[RP_MAX_DEPTHS];        /* rc_verdict of gain */
-    double pred_e[RP_MAX_DEPTHS], pred_step[RP_MAX_DEPTHS], pred_dec[RP_MAX_DEPTHS];
+    /* The prediction per depth: E(k) from that arm's own counters (deterministic under greedy;
+     * pred_e_deep: extrapolated from the deepest arm's per-position rates instead, what an unswept
+     * depth gets), verify rows per step (c·(1 + drafted tokens per step), from the arm's accept
+     * length and acceptance rate: a short ngram match verifies fewer rows), seconds per step, tok/s. */
+    double pred_e[RP_MAX_DEPTHS], pred_e_deep[RP_MAX_DEPTHS], pred_rows[RP_MAX_DEPTHS];
+    double pred_step[RP_MAX_DEPTHS], pred_dec[RP_MAX_DEPTHS];
     int pred_inside[RP_MAX_DEPTHS];    /* prediction inside the measured interval: 1, 0, -1 not judged */
     int rec, best;                     /* indices; rec -1 = speculation off */
     int best_pred;                     /* argmax predicted decode tok/s, -1 none */

@@ -350,8 +350,18 @@ static const rp_cell *cell(const rp_sweep *s, const char *dr, int depth, const c
     return NULL;
 }
 
+/* Drafted tokens per verify step of a depth-k cell: accepted per step ÷
+ * acceptance rate = (accept length − 1) ÷ (rate/100), at most k. k when the
+ * counters cannot say (no acceptance, or a server that reports no rate). */
+static double drafted_per_step(const rp_cell *c, int k) {
+    if (k <= 0) return 0;
+    if (isnan(c->al) || isnan(c->ar) || !(c->ar > 0)) return k;
+    double d = (c->al - 1) / (c->ar / 100);
+    return d < 0 ? 0 : d > k ? k : d;
+}
+
 /* Step seconds the sweep measured for one drafter (decode: c·accept length
- * ÷ decode tok/s at rows c(k+1); depth 0: c ÷ decode tok/s), fit monotone
+ * ÷ decode tok/s at rows c(1 + drafted per step); depth 0: c ÷ decode tok/s), fit monotone
  * by weighted least squares (recommend.h rc_fit_monotone). */
 static void measured_cost(const rp_sweep *s, const char *dr, cost_curve *t) {
     double rows[COST_MAX_POINTS], sec[COST_MAX_POINTS], w[COST_MAX_POINTS];
@@ -361,76 +371,104 @@ static void measured_cost(const rp_sweep *s, const char *dr, cost_curve *t) {
         if (strcmp(c->drafter, dr) && strcmp(c->drafter, "none")) continue;
         double al = c->depth == 0 ? 1.0 : c->al;
         if (isnan(al) || !(c->dec.est > 0)) continue;
-        rows[n] = (double)c->conc * (c->depth + 1);
+        rows[n] = c->conc * (1 + drafted_per_step(c, c->depth));
         w[n] = c->n_rep;
         sec[n++] = c->conc * al / c->dec.est;
     }
     char src[300];
     snprintf(src, sizeof src, "a monotone (isotonic least-squares) fit to this sweep's own step times (%s): "
-             "concurrency x accept length / decode tok/s at rows = concurrency x (depth+1)", dr);
+             "concurrency x accept length / decode tok/s at rows = concurrency x (1 + drafted tokens per step)", dr);
     if (rc_fit_monotone(t, rows, sec, w, n, src)) cost_curve_from_points(t, rows, sec, n, src);
 }
 
-/* The deepest speculative cell of a series (its per-position rates predict every depth). */
+/* The deepest speculative cell of a series (its per-position rates extrapolate to unswept depths). */
 static const rp_cell *deep_of(const rp_rec *R) {
     for (int j = R->n - 1; j >= 0; j--)
         if (R->depth[j] > 0 && R->cell[j]->n_pos > 0) return R->cell[j];
     return NULL;
 }
 
-/* Predicted decode tok/s at every depth of R with draft cost delta s/token. */
-static void predict(rp_sweep *s, rp_rec *R, const cost_curve *cost, double delta) {
+/* Predicted decode tok/s at every depth of R with draft cost delta s/token.
+ * The acceptance is the arm's own (accept length from its counters:
+ * deterministic under greedy, so not a noisy input); what is predicted is
+ * the time a step takes, from the cost table. Extrapolating the deepest
+ * arm's per-position rates to shallower depths under-reads loop-driven
+ * acceptance (a deep arm crosses a loop in few steps, so its steps sample
+ * the hard stretches more often); that extrapolation is kept in pred_e_deep
+ * and used only where no arm was swept (the block-size depth). */
+static void predict(rp_sweep *s, rp_rec *R, const cost_curve *cost) {
     const rp_cell *deep = deep_of(R);
     R->best_pred = -1;
     for (int j = 0; j < R->n; j++) {
-        R->pred_inside[j] = -1;
-        R->pred_e[j] = R->pred_step[j] = R->pred_dec[j] = NAN;
-        if (!deep && R->depth[j] > 0) continue;
+        const rp_cell *c = R->cell[j];
         int k = R->depth[j];
-        R->pred_e[j] = rc_expected(deep ? deep->pos : NULL, deep ? deep->n_pos : 0, k);
-        R->pred_step[j] = cost_curve_at(cost, (double)R->conc * (k + 1)) + (double)R->conc * k * delta + R->overhead_s;
+        R->pred_inside[j] = -1;
+        R->pred_e[j] = R->pred_e_deep[j] = R->pred_rows[j] = R->pred_step[j] = R->pred_dec[j] = NAN;
+        if (k > 0 && deep) R->pred_e_deep[j] = rc_expected(deep->pos, deep->n_pos, k);
+        R->pred_e[j] = k == 0 ? 1.0 : !isnan(c->al) ? c->al : R->pred_e_deep[j];
+        if (isnan(R->pred_e[j])) continue;
+        double d = drafted_per_step(c, k);
+        R->pred_rows[j] = R->conc * (1 + d);
+        R->pred_step[j] = cost_curve_at_seqs(cost, R->conc, R->pred_rows[j]) + rc_draft_seconds(cost, R->conc, d) +
+                          R->overhead_s;
         R->pred_dec[j] = R->pred_step[j] > 0 ? R->conc * R->pred_e[j] / R->pred_step[j] : NAN;
         if (!isnan(R->pred_dec[j]) && (R->best_pred < 0 || R->pred_dec[j] > R->pred_dec[R->best_pred])) R->best_pred = j;
-        const st_ci *m = &R->cell[j]->dec;
+        const st_ci *m = &c->dec;
         if (k > 0 && !isnan(R->pred_dec[j]) && !isnan(m->lo)) {
             R->pred_inside[j] = R->pred_dec[j] >= m->lo && R->pred_dec[j] <= m->hi;
             s->n_pred++;
             s->n_pred_inside += R->pred_inside[j];
         }
     }
-    cost_curve c2 = *cost;
-    c2.draft_seconds_per_token = delta;
-    R->break_even = deep ? rc_break_even(&c2, deep->pos, deep->n_pos, R->conc, R->overhead_s, deep->n_pos) : -1;
+    R->break_even = deep ? rc_break_even(cost, deep->pos, deep->n_pos, R->conc, R->overhead_s, deep->n_pos) : -1;
     R->block_pred = NAN;
     if (deep) {
         double e = rc_expected(deep->pos, deep->n_pos, s->block_size);
-        double st = cost_curve_at(cost, (double)R->conc * (s->block_size + 1)) + (double)R->conc * s->block_size * delta +
-                    R->overhead_s;
+        double st = cost_curve_at_seqs(cost, R->conc, (double)R->conc * (s->block_size + 1)) +
+                    rc_draft_seconds(cost, R->conc, s->block_size) + R->overhead_s;
         R->block_pred = st > 0 ? R->conc * e / st : NAN;
     }
 }
 
-/* The draft cost per drafted token in the server, one number per drafter ×
- * concurrency, by least squares through the origin over its cells:
- * measured step − table cost − overhead = c·k·δ. `specbed profile` times
- * the drafter alone at batch 1; in the server drafts are batched and
- * interleaved, so the batch-1 figure does not transfer. NaN: no cells. */
-static double fit_draft_cost(const rp_sweep *s, const char *dr, int conc, const cost_curve *cost) {
-    double sxy = 0, sxx = 0;
+/* The draft cost in the server, per drafter × concurrency, by weighted
+ * least squares over its speculative cells: measured step − table cost −
+ * overhead = c·(F + d·T), d drafted tokens per step, F ≥ 0 a drafting step's
+ * fixed cost per sequence (catching up on the tokens just committed; a
+ * block drafter's one pass), T ≥ 0 per drafted token (a chained pass).
+ * `specbed profile` times the drafter alone at batch 1; in the server drafts
+ * are batched and interleaved, so the batch-1 figure does not transfer.
+ * -1: no cells. */
+static int fit_draft_cost(const rp_sweep *s, const char *dr, int conc, const cost_curve *cost, double *F, double *T) {
+    double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+    int n = 0;
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
         if (strcmp(R->drafter, dr) || R->conc != conc) continue;
         for (int j = 0; j < R->n; j++) {
             const rp_cell *c = R->cell[j];
             if (R->depth[j] == 0 || isnan(c->al) || !(c->dec.est > 0)) continue;
-            double step = conc * c->al / c->dec.est, x = (double)conc * R->depth[j];
-            double y = step - cost_curve_at(cost, (double)conc * (R->depth[j] + 1)) - R->overhead_s;
-            sxy += x * y * c->n_rep;
-            sxx += x * x * c->n_rep;
+            double d = drafted_per_step(c, R->depth[j]), step = conc * c->al / c->dec.est, w = c->n_rep;
+            double y = step - cost_curve_at_seqs(cost, conc, conc * (1 + d)) - R->overhead_s;
+            double x1 = conc, x2 = conc * d;
+            s11 += w * x1 * x1; s12 += w * x1 * x2; s22 += w * x2 * x2; s1y += w * x1 * y; s2y += w * x2 * y;
+            n++;
         }
     }
-    if (!(sxx > 0)) return NAN;
-    return sxy / sxx > 0 ? sxy / sxx : 0;
+    if (!n || !(s11 > 0)) return -1;
+    double det = s11 * s22 - s12 * s12, f = NAN, t = NAN;
+    if (det > 1e-12 * s11 * s22) {
+        f = (s1y * s22 - s2y * s12) / det;
+        t = (s2y * s11 - s1y * s12) / det;
+    }
+    if (!(f >= 0 && t >= 0)) {   /* a bound is active: the better one-parameter fit */
+        double t_only = s22 > 0 && s2y > 0 ? s2y / s22 : 0, f_only = s1y > 0 ? s1y / s11 : 0;
+        double sse_t = -2 * t_only * s2y + t_only * t_only * s22, sse_f = -2 * f_only * s1y + f_only * f_only * s11;
+        if (sse_t <= sse_f) f = 0, t = t_only;
+        else f = f_only, t = 0;
+    }
+    *F = f;
+    *T = t;
+    return 0;
 }
 
 const char *rp_decision_word(const rp_rec *R) {
@@ -520,7 +558,7 @@ int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long l
             /* a cost table measured in-process leaves out what the server adds per step (HTTP, SSE,
              * scheduling, prefill chunks of joining requests): anchor it at depth 0 */
             R->overhead_s = 0;
-            if (table && off && off->dec.est > 0) R->overhead_s = R->conc / off->dec.est - cost_curve_at(&cost, R->conc);
+            if (table && off && off->dec.est > 0) R->overhead_s = R->conc / off->dec.est - cost_curve_at_seqs(&cost, R->conc, R->conc);
             snprintf(R->cost_source, sizeof R->cost_source, "%s%s", cost.source,
                      table ? "; plus a per-step overhead anchored at depth 0 (decode step of speculation off − table cost)" : "");
             R->block_depth = s->block_size;
@@ -532,18 +570,18 @@ int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long l
         for (int r = 0; r < s->n_recs; r++) {
             rp_rec *R = &s->recs[r];
             if (strcmp(R->drafter, dr)) continue;
-            double delta = cost.draft_seconds_per_token;
-            if (table) {
-                double f = fit_draft_cost(s, dr, R->conc, &cost);
-                if (!isnan(f)) {
-                    size_t l = strlen(R->cost_source);
-                    snprintf(R->cost_source + l, sizeof R->cost_source - l, "; draft cost %.3f ms per drafted token at "
-                             "concurrency %d fitted to the sweep (the profile's batch-1 figure: %.3f ms)", f * 1e3,
-                             R->conc, cost.draft_seconds_per_token * 1e3);
-                    delta = f;
-                }
+            cost_curve cr = cost;
+            double F, T;
+            if (table && !fit_draft_cost(s, dr, R->conc, &cost, &F, &T)) {
+                size_t l = strlen(R->cost_source);
+                snprintf(R->cost_source + l, sizeof R->cost_source - l, "; draft cost %.3f ms per drafting step and "
+                         "sequence + %.3f ms per drafted token at concurrency %d, fitted to the sweep (the profile's "
+                         "batch-1 figures: %.3f + %.3f ms)", F * 1e3, T * 1e3, R->conc,
+                         cost.draft_seconds_per_step * 1e3, cost.draft_seconds_per_token * 1e3);
+                cr.draft_seconds_per_step = F;
+                cr.draft_seconds_per_token = T;
             }
-            predict(s, R, &cost, delta);
+            predict(s, R, &cr);
             double rec_tps = R->lost_block;
             double blk = R->block_idx >= 0 ? R->cell[R->block_idx]->dec.est : R->block_pred;
             R->lost_block = rec_tps > 0 && !isnan(blk) ? 1 - blk / rec_tps : NAN;

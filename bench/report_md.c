@@ -131,8 +131,9 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         const rp_rec *R = &s->recs[r];
         fprintf(f, "**%s, %s, concurrency %d** — %s\n\n", R->drafter, R->workload, R->conc, rp_decision_word(R));
         fprintf(f, "| depth | decode tok/s [95%% CI] | gain [95%% CI] | verdict | end-to-end tok/s [95%% CI] | end-to-end gain "
-                   "| accept len | predicted E(k) | predicted decode tok/s | inside the interval | rep. 4-gram share |\n"
-                   "|---|---|---|---|---|---|---|---|---|---|---|\n");
+                   "| accept len | E(k) from the deepest arm | verify rows per step | predicted decode tok/s | inside the interval "
+                   "| rep. 4-gram share |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (int j = 0; j < R->n; j++) {
             const rp_cell *c = R->cell[j];
             fprintf(f, "| %d | ", R->depth[j]);
@@ -142,7 +143,8 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
             ci(f, "%.1f", &c->e2e); fputs(" | ", f);
             gain(f, &R->gain_e2e[j]); fputs(" | ", f);
             num(f, "%.3f", R->depth[j] == 0 ? 1.0 : c->al); fputs(" | ", f);
-            num(f, "%.3f", R->pred_e[j]); fputs(" | ", f);
+            num(f, "%.3f", R->depth[j] == 0 ? 1.0 : R->pred_e_deep[j]); fputs(" | ", f);
+            num(f, "%.2f", R->pred_rows[j]); fputs(" | ", f);
             num(f, "%.1f", R->pred_dec[j]); fputs(" | ", f);
             fputs(R->pred_inside[j] < 0 ? (R->depth[j] ? "–" : "anchor") : R->pred_inside[j] ? "yes" : "no", f); fputs(" | ", f);
             num(f, "%.2f", c->rep4);
@@ -158,9 +160,14 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         fprintf(f, "Predicted decode tok/s fell inside the measured 95%% interval in **%d of %d** speculative cells "
                    "(%.0f%%).\n\n", s->n_pred_inside, s->n_pred, 100.0 * s->n_pred_inside / s->n_pred);
     else fprintf(f, "No prediction could be judged (no per-position rates or no intervals).\n\n");
-    fprintf(f, "Predicted decode tok/s at depth k, concurrency c = c · E(k) ÷ step(k), E(k) = 1 + Σ_{i<k} rate_i from "
-               "the per-position counters of the deepest depth swept (mean over repeats), step(k) = cost(c·(k+1) rows) "
-               "+ c·k·draft seconds per token + overhead. Cost per step:\n\n");
+    fprintf(f, "Predicted decode tok/s at depth k, concurrency c = c · E(k) ÷ step(k). E(k) is the arm's own accept "
+               "length from the server's counters (deterministic under greedy, so not a noisy input); what is predicted "
+               "is the step time: step(k) = cost(c sequences, c·(1 + d) rows) + c·(F + d·T) + overhead, with d the "
+               "drafted tokens per step (accept length − 1 over the acceptance rate: a short ngram match verifies fewer "
+               "rows), F and T the draft cost per drafting step and per drafted token. \"E(k) from the deepest arm\" "
+               "(1 + Σ_{i<k} rate_i from the deepest depth's per-position counters) is what an unswept depth is "
+               "predicted from; it reads low where a loop drives acceptance (a deep arm crosses a loop in few steps, so "
+               "its steps sample the hard stretches more often). Cost per step:\n\n");
     for (int d = 0; d < s->n_drafters; d++)
         for (int r = 0; r < s->n_recs; r++)
             if (!strcmp(s->recs[r].drafter, s->drafters[d])) {
@@ -344,6 +351,10 @@ int rp_write_json(const rp_sweep *s, const char *out, char *err, size_t errlen) 
             if (!isnan(c->al)) cJSON_AddNumberToObject(e, "measured_accept_length", c->al);
             if (!isnan(c->rep4)) cJSON_AddNumberToObject(e, "repeated_4gram_frac", c->rep4);
             if (!isnan(R->pred_e[k])) cJSON_AddNumberToObject(e, "predicted_expected_tokens_per_step", R->pred_e[k]);
+            if (!isnan(R->pred_e_deep[k]))
+                cJSON_AddNumberToObject(e, "expected_tokens_per_step_from_deepest_arm", R->pred_e_deep[k]);
+            if (!isnan(R->pred_rows[k])) cJSON_AddNumberToObject(e, "predicted_verify_rows_per_step", R->pred_rows[k]);
+            if (!isnan(R->pred_step[k])) cJSON_AddNumberToObject(e, "predicted_seconds_per_step", R->pred_step[k]);
             if (!isnan(R->pred_dec[k])) cJSON_AddNumberToObject(e, "predicted_decode_throughput", R->pred_dec[k]);
             if (R->pred_inside[k] >= 0) cJSON_AddBoolToObject(e, "prediction_inside_interval", R->pred_inside[k]);
             cJSON_AddItemToArray(d, e);

@@ -320,6 +320,7 @@ static int batch_start(sim *s, int r, double t) {
     int k_cap = n_dec ? c->row_budget / n_dec - 1 : 0;
     double fill = c->acc ? c->acc->draft_fill : 1, prop = c->acc ? c->acc->proposal_rate : 1;
     double rows = 0, drafted = 0;
+    int n_seqs = 0, n_drafting = 0;   /* sequences in the step (a row's cost depends on how many share it); with drafts */
     for (int i = 0; i < R->n_run; i++) {
         req *q = &s->pool[R->run[i]];
         q->k = q->chunk = 0;
@@ -331,6 +332,8 @@ static int batch_start(sim *s, int r, double t) {
         if (k < 0) k = 0;
         if (k > 0 && prop < 1 && ld_rng_uniform(&s->accept) >= prop) k = 0;   /* no proposal this step */
         q->k = k;
+        n_seqs++;
+        n_drafting += k > 0;
         rows += 1 + k * fill;
         drafted += k * fill;
     }
@@ -343,8 +346,10 @@ static int batch_start(sim *s, int r, double t) {
         if (chunk < 0) chunk = 0;
         q->chunk = chunk;
         rows += chunk;
+        n_seqs += chunk > 0;
     }
-    double dt = cost_curve_at(c->cost, rows) + drafted * c->draft_s_per_token + c->step_overhead_s;
+    double dt = cost_curve_at_seqs(c->cost, n_seqs, rows) + n_drafting * c->cost->draft_seconds_per_step +
+                drafted * c->draft_s_per_token + c->step_overhead_s;
     if (!(dt > 0)) dt = 1e-9;
     s->rows_sum += rows;
     s->steps++;

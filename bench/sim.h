@@ -247,7 +247,8 @@ int  sim_grid_write(const sim_grid *g, const char *dir, char *err, size_t errlen
 typedef struct {
     const char *sweep_dir, *drafter, *out_dir;
     const cost_curve *cost;
-    double draft_s_per_token, step_overhead_s, chars_per_token;
+    double draft_s_per_token, chars_per_token;
+    double step_overhead_s;    /* < 0: per concurrency and workload from the sweep's depth-0 cells */
     double think_s;            /* < 0: per concurrency from the sweep's depth-0 cells (see sim_compare.c) */
     int repeats, max_running, row_budget;
     uint64_t seed;

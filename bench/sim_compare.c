@@ -21,7 +21,7 @@
 
 typedef struct {
     const sim_sweep_cell *c;
-    double think_s;
+    double think_s, overhead_s;
     int lengths_measured;   /* lengths from requests.csv (1) or the workload file (0) */
     double sim[SIM_N_METRICS], lo[SIM_N_METRICS], hi[SIM_N_METRICS];
     double e_tps, e_tpot, e_ttft;   /* (simulated − measured) ÷ measured */
@@ -73,8 +73,8 @@ static int lengths_from_runs(const char *sweep, const sim_sweep_cell *c, sim_len
     return L->n;
 }
 
-static int simulate_cell(const sim_compare_opts *o, const sim_sweep_cell *c, double think_s, cmp_row *row, char *err,
-                         size_t errlen) {
+static int simulate_cell(const sim_compare_opts *o, const sim_sweep_cell *c, double think_s, double overhead_s,
+                         cmp_row *row, char *err, size_t errlen) {
     sim_lengths L;
     if (lengths_from_runs(o->sweep_dir, c, &L) <= 0) {
         if (sim_lengths_from_workload(c->workload, o->chars_per_token, &L, err, errlen)) return -1;
@@ -97,7 +97,7 @@ static int simulate_cell(const sim_compare_opts *o, const sim_sweep_cell *c, dou
     cfg.row_budget = o->row_budget;
     cfg.cost = o->cost;
     cfg.draft_s_per_token = o->draft_s_per_token;
-    cfg.step_overhead_s = o->step_overhead_s;
+    cfg.step_overhead_s = overhead_s;
     cfg.think_s = think_s;
     cfg.depth = c->depth;
     cfg.acc = &A;
@@ -132,6 +132,28 @@ static int simulate_cell(const sim_compare_opts *o, const sim_sweep_cell *c, dou
     return 0;
 }
 
+/* The host time per step the server added, per concurrency and workload:
+ * the speculation-off cell's mean TPOT less what the simulator gives for
+ * that cell with no overhead (one step per token there, prompt chunks of
+ * joining requests included), at least 0. Measured without speculation and
+ * applied to every depth, so, like the client's gap, it cannot absorb a
+ * speculative cell's error. */
+static int host_overhead(const sim_compare_opts *o, const sim_sweep_cell *cells, int nc, const sim_sweep_cell *c,
+                         double *out, char *err, size_t errlen) {
+    *out = 0;
+    for (int i = 0; i < nc; i++) {
+        const sim_sweep_cell *b = &cells[i];
+        if (b->depth != 0 || b->conc != c->conc || strcmp(b->workload, c->workload) || !(b->tpot_mean > 0)) continue;
+        cmp_row tmp;
+        double think = o->think_s >= 0 ? o->think_s : client_gap(cells, nc, b);
+        if (simulate_cell(o, b, think, 0, &tmp, err, errlen)) return -1;
+        double d = (b->tpot_mean - tmp.sim[SIM_M_MEAN_TPOT]) / 1e3;
+        *out = d > 0 ? d : 0;
+        return 0;
+    }
+    return 0;
+}
+
 static void pct(strbuf *b, double e) {
     if (isnan(e)) strbuf_printf(b, " — |");
     else strbuf_printf(b, " %+.1f%% |", 100 * e);
@@ -149,7 +171,9 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
         if (o->drafter && strcmp(c->drafter, o->drafter) && strcmp(c->drafter, "none")) continue;
         if (c->depth > 0 && c->n_pos < 1) continue;   /* nothing measured to simulate from */
         rows[n].think_s = o->think_s >= 0 ? o->think_s : client_gap(cells, nc, c);
-        if (simulate_cell(o, c, rows[n].think_s, &rows[n], err, errlen)) {
+        rows[n].overhead_s = o->step_overhead_s;
+        if ((o->step_overhead_s < 0 && host_overhead(o, cells, nc, c, &rows[n].overhead_s, err, errlen)) ||
+            simulate_cell(o, c, rows[n].think_s, rows[n].overhead_s, &rows[n], err, errlen)) {
             char m[700];
             snprintf(m, sizeof m, "%s", err);
             free(rows);
@@ -159,9 +183,17 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
         n++;
     }
     strbuf b = {0};
-    strbuf_printf(&b, "Measured (%s) vs simulated (cost: %s; draft %.3g ms/token, step overhead %.3g ms; %d seeded "
-                      "repeat(s) per cell)\n\n", o->sweep_dir, o->cost->source, o->draft_s_per_token * 1e3,
-                  o->step_overhead_s * 1e3, o->repeats);
+    strbuf_printf(&b, "Measured (%s) vs simulated (cost: %s; draft %.3g ms/step + %.3g ms/token; %d seeded "
+                      "repeat(s) per cell)\n\n", o->sweep_dir, o->cost->source, o->cost->draft_seconds_per_step * 1e3,
+                  o->draft_s_per_token * 1e3, o->repeats);
+    if (o->step_overhead_s < 0) {
+        strbuf_printf(&b, "host overhead per step, from the depth-0 cells (measured mean TPOT - simulated with no "
+                          "overhead):");
+        for (int i = 0; i < n; i++)
+            if (rows[i].c->depth == 0)
+                strbuf_printf(&b, " %s c=%d: %.3f ms;", rows[i].c->workload, rows[i].c->conc, rows[i].overhead_s * 1e3);
+        strbuf_printf(&b, "\n\n");
+    } else strbuf_printf(&b, "host overhead per step %.3g ms\n\n", o->step_overhead_s * 1e3);
     if (o->think_s < 0) {
         strbuf_printf(&b, "client think time per concurrency, from the depth-0 cells (concurrency / request_throughput "
                           "- mean E2E):");

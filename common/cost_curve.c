@@ -42,16 +42,81 @@ void cost_curve_from_points(cost_curve *c, const double *rows, const double *sec
         if (c->seconds[i] < c->seconds[i - 1]) c->seconds[i] = c->seconds[i - 1];
 }
 
-double cost_curve_at(const cost_curve *c, double r) {
-    if (c->n == 0) return NAN;
-    if (c->n == 1) return c->seconds[0];
+static double eval(int n, const double *rows, const double *secs, double r) {
+    if (n == 0) return NAN;
+    if (n == 1) return secs[0];
     int i = 1;
-    while (i < c->n - 1 && c->rows[i] < r) i++;
+    while (i < n - 1 && rows[i] < r) i++;
     /* segment [i-1, i]: interpolates inside, extends past either end */
-    double x0 = c->rows[i - 1], x1 = c->rows[i], y0 = c->seconds[i - 1], y1 = c->seconds[i];
+    double x0 = rows[i - 1], x1 = rows[i], y0 = secs[i - 1], y1 = secs[i];
     double y = y0 + (y1 - y0) * (r - x0) / (x1 - x0);
-    double floor_ = 0.25 * c->seconds[0];   /* never extrapolate to ≤ 0 */
+    double floor_ = 0.25 * secs[0];   /* never extrapolate to ≤ 0 */
     return y > floor_ ? y : floor_;
+}
+
+double cost_curve_at(const cost_curve *c, double r) { return eval(c->n, c->rows, c->seconds, r); }
+
+int cost_curve_add_seqs(cost_curve *c, int seqs, const double *rows, const double *sec, int n) {
+    cost_curve t;   /* the main curve's rules (average, sort, non-decreasing) on these points */
+    cost_curve_from_points(&t, rows, sec, n, NULL);
+    if (seqs < 1 || t.n == 0) return -1;
+    int i = 0;
+    while (i < c->n_by_seqs && c->by_seqs[i].seqs < seqs) i++;
+    if (i == c->n_by_seqs || c->by_seqs[i].seqs != seqs) {
+        if (c->n_by_seqs == COST_MAX_SEQ_CURVES) return -1;
+        memmove(&c->by_seqs[i + 1], &c->by_seqs[i], sizeof c->by_seqs[0] * (size_t)(c->n_by_seqs - i));
+        c->n_by_seqs++;
+    }
+    cost_seq_curve *q = &c->by_seqs[i];
+    q->seqs = seqs;
+    q->n = t.n < COST_SEQ_POINTS ? t.n : COST_SEQ_POINTS;
+    memcpy(q->rows, t.rows, sizeof(double) * (size_t)q->n);
+    memcpy(q->seconds, t.seconds, sizeof(double) * (size_t)q->n);
+    return 0;
+}
+
+double cost_curve_at_seqs(const cost_curve *c, double seqs, double r) {
+    if (c->n_by_seqs == 0 || !(seqs >= 1)) return cost_curve_at(c, r);
+    int hi = 0;
+    while (hi < c->n_by_seqs && c->by_seqs[hi].seqs < seqs) hi++;
+    if (hi == c->n_by_seqs) hi--;                      /* past the last: the last */
+    int lo = hi > 0 && c->by_seqs[hi].seqs > seqs ? hi - 1 : hi;
+    const cost_seq_curve *a = &c->by_seqs[lo], *b = &c->by_seqs[hi];
+    double ya = eval(a->n, a->rows, a->seconds, r);
+    if (lo == hi) return ya;
+    double yb = eval(b->n, b->rows, b->seconds, r), w = (seqs - a->seqs) / (double)(b->seqs - a->seqs);
+    return ya + (yb - ya) * w;
+}
+
+/* "by_sequences" entries into c; an absent member is fine, a malformed one is not. */
+static int load_by_seqs(cost_curve *c, const cJSON *bs, const char *path, char *err, size_t errlen) {
+    if (!bs) return 0;
+    if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) > COST_MAX_SEQ_CURVES)
+        return errf(err, errlen, "%s: \"by_sequences\" must be an array of at most %d curves", path,
+                    COST_MAX_SEQ_CURVES);
+    int idx = 0;
+    for (const cJSON *e = bs->child; e; e = e->next, idx++) {
+        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "sequences");
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(e, "rows");
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(e, "seconds_per_step");
+        int n = cJSON_GetArraySize(rows);
+        if (!cJSON_IsNumber(sq) || !(sq->valuedouble >= 1 && sq->valuedouble <= 65536) || !cJSON_IsArray(rows) ||
+            !cJSON_IsArray(sec) || n < 1 || n > COST_SEQ_POINTS || n != cJSON_GetArraySize(sec))
+            return errf(err, errlen, "%s: by_sequences[%d] needs \"sequences\" ≥ 1 and arrays \"rows\" and "
+                        "\"seconds_per_step\" of the same length (1..%d)", path, idx, COST_SEQ_POINTS);
+        double r[COST_SEQ_POINTS], s[COST_SEQ_POINTS];
+        for (int i = 0; i < n; i++) {
+            const cJSON *a = cJSON_GetArrayItem(rows, i), *b = cJSON_GetArrayItem(sec, i);
+            if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 1) || !(b->valuedouble > 0) ||
+                !isfinite(a->valuedouble) || !isfinite(b->valuedouble))
+                return errf(err, errlen, "%s: by_sequences[%d] entry %d: rows must be ≥ 1 and seconds > 0", path, idx, i);
+            r[i] = a->valuedouble;
+            s[i] = b->valuedouble;
+        }
+        if (cost_curve_add_seqs(c, sq->valueint, r, s, n))
+            return errf(err, errlen, "%s: by_sequences[%d]: too many curves", path, idx);
+    }
+    return 0;
 }
 
 static int load_json(cost_curve *c, const char *path, const char *text, char *err, size_t errlen) {
@@ -85,6 +150,9 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_token");
     if (cJSON_IsNumber(ds) && ds->valuedouble > 0 && isfinite(ds->valuedouble))
         c->draft_seconds_per_token = ds->valuedouble;
+    const cJSON *dst = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_step");
+    if (cJSON_IsNumber(dst) && dst->valuedouble > 0 && isfinite(dst->valuedouble))
+        c->draft_seconds_per_step = dst->valuedouble;
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "threads");
     if (cJSON_IsNumber(th)) c->threads = th->valueint;
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "history");
@@ -93,20 +161,22 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     if (cJSON_IsNumber(tp) && tp->valuedouble >= 1 && tp->valuedouble <= 4096) c->tp = tp->valueint;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (cJSON_IsString(m)) snprintf(c->model, sizeof c->model, "%s", m->valuestring);
+    int rc = load_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "by_sequences"), path, err, errlen);
     cJSON_Delete(j);
-    return 0;
+    return rc;
 }
 
 /* bench_engine CSV: metric,batch,rows_per_seq,value,unit with forward_ms rows. */
 static int load_csv(cost_curve *c, const char *path, char *err, size_t errlen) {
     csv_table t;
     if (csvt_read(path, &t, err, errlen)) return -1;
-    double r[COST_MAX_POINTS], s[COST_MAX_POINTS];
+    double r[COST_MAX_POINTS], s[COST_MAX_POINTS], bt[COST_MAX_POINTS];
     int n = 0;
     for (int i = 0; i < t.nrow && n < COST_MAX_POINTS; i++) {
         if (strcmp(csvt_get(&t, i, "metric"), "forward_ms")) continue;
         double b = csvt_num(&t, i, "batch"), k = csvt_num(&t, i, "rows_per_seq"), ms = csvt_num(&t, i, "value");
         if (!(b > 0 && k > 0 && ms > 0)) continue;
+        bt[n] = b;
         r[n] = b * k;
         s[n++] = ms / 1e3;
     }
@@ -115,6 +185,16 @@ static int load_csv(cost_curve *c, const char *path, char *err, size_t errlen) {
     char src[600];
     snprintf(src, sizeof src, "%.500s (bench_engine forward cost)", path);
     cost_curve_from_points(c, r, s, n, src);
+    for (int i = 0; i < n; i++) {   /* one curve per batch (= sequences) */
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= bt[j] == bt[i];
+        if (seen) continue;
+        double rr[COST_SEQ_POINTS], ss[COST_SEQ_POINTS];
+        int m = 0;
+        for (int j = i; j < n && m < COST_SEQ_POINTS; j++)
+            if (bt[j] == bt[i]) rr[m] = r[j], ss[m++] = s[j];
+        if (cost_curve_add_seqs(c, (int)bt[i], rr, ss, m)) break;
+    }
     return 0;
 }
 
@@ -142,6 +222,21 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
         cJSON_AddItemToArray(secs, cJSON_CreateNumber(c->seconds[i]));
     }
     cJSON_AddNumberToObject(j, "draft_seconds_per_token", c->draft_seconds_per_token);
+    if (c->draft_seconds_per_step > 0) cJSON_AddNumberToObject(j, "draft_seconds_per_step", c->draft_seconds_per_step);
+    if (c->n_by_seqs) {
+        cJSON *bs = cJSON_AddArrayToObject(j, "by_sequences");
+        for (int i = 0; i < c->n_by_seqs; i++) {
+            const cost_seq_curve *q = &c->by_seqs[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToArray(bs, e);
+            cJSON_AddNumberToObject(e, "sequences", q->seqs);
+            cJSON *r = cJSON_AddArrayToObject(e, "rows"), *t = cJSON_AddArrayToObject(e, "seconds_per_step");
+            for (int k = 0; k < q->n; k++) {
+                cJSON_AddItemToArray(r, cJSON_CreateNumber(q->rows[k]));
+                cJSON_AddItemToArray(t, cJSON_CreateNumber(q->seconds[k]));
+            }
+        }
+    }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     if (!s) return errf(err, errlen, "out of memory");

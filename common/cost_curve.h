@@ -6,10 +6,19 @@
  * Sources: the JSON that `specbed profile` writes
  *   {"model": DIR, "threads": T, "history": H, "tp": N,
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
- *    "draft_seconds_per_token": S}
+ *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
+ *
+ * The same rows cost less in fewer sequences (a span of verify rows reads
+ * its sequence's K/V once; on this CPU 8 rows of one sequence cost 0.56 ms,
+ * 4 × 2 rows 0.63 ms, 8 × 1 row 0.86 ms), so a table may also hold one curve
+ * per sequence count,
+ *   "by_sequences": [{"sequences": 1, "rows": [...], "seconds_per_step": [...]}, ...]
+ * (profile measures 1, 2, 4, 8; bench_engine's CSV gives its batches), read
+ * by cost_curve_at_seqs. "rows"/"seconds_per_step" stay the curve for
+ * readers that know only the row count.
  *
  * The curve: points with equal rows are averaged, sorted by rows, and made
  * non-decreasing (a bigger step never costs less: timer noise otherwise
@@ -21,16 +30,28 @@
 #include <stddef.h>
 
 #define COST_MAX_POINTS 256
+#define COST_MAX_SEQ_CURVES 8
+#define COST_SEQ_POINTS 32
+
+typedef struct {
+    int seqs, n;                       /* the step's sequences; points */
+    double rows[COST_SEQ_POINTS], seconds[COST_SEQ_POINTS];   /* as the main curve: ascending, non-decreasing */
+} cost_seq_curve;
 
 typedef struct {
     int n;
     double rows[COST_MAX_POINTS];      /* ascending, ≥ 1 */
     double seconds[COST_MAX_POINTS];   /* per step, non-decreasing */
     double draft_seconds_per_token;    /* 0 = not measured, or included in seconds */
+    double draft_seconds_per_step;     /* a drafting step's fixed cost per sequence (the drafter's
+                                          catch-up over the tokens just committed, a block drafter's
+                                          one pass), beside the per-token one; 0 = none */
     int threads, history;              /* how it was measured (0 = unknown) */
     int tp;                            /* tensor-parallel degree it was measured at (0 = unknown) */
     char model[512];
     char source[600];                  /* where it came from, for reports */
+    int n_by_seqs;                     /* curves per sequence count, ascending seqs; 0 none */
+    cost_seq_curve by_seqs[COST_MAX_SEQ_CURVES];
 } cost_curve;
 
 /* JSON (first non-blank byte '{') or bench_engine CSV. */
@@ -40,4 +61,12 @@ int    cost_curve_save(const cost_curve *c, const char *path, char *err, size_t 
 void   cost_curve_from_points(cost_curve *c, const double *rows, const double *sec, int n, const char *source);
 /* Seconds per step for `rows` rows; NaN for an empty curve. */
 double cost_curve_at(const cost_curve *c, double rows);
+/* Adds (or replaces) the curve for `seqs` sequences from unordered points (as
+ * cost_curve_from_points; at most COST_SEQ_POINTS kept). 0 ok, -1 full. */
+int    cost_curve_add_seqs(cost_curve *c, int seqs, const double *rows, const double *sec, int n);
+/* Seconds per step for `rows` rows spread over `seqs` sequences: the
+ * per-sequence-count curves, linear in the sequence count between the two
+ * measured around it (the nearest one past either end); cost_curve_at when
+ * the table has none. */
+double cost_curve_at_seqs(const cost_curve *c, double seqs, double rows);
 #endif

@@ -57,7 +57,7 @@ DRAFTERS="${DRAFTERS:-${avail[*]}}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 DEPTHS="${DEPTHS:-0,1,2,3,5,7}"
 CONCURRENCY="${CONCURRENCY:-1,4}"
-REPEATS="${REPEATS:-3}"
+REPEATS="${REPEATS:-5}"
 BUDGET="${BUDGET:-430}"
 OUT="${OUT:-$ROOT/results/quickstart}"
 rm -rf "$OUT" "$OUT-sampled"
@@ -65,7 +65,7 @@ mkdir -p "$(dirname "$OUT")"
 cd "$ROOT"
 LAUNCH="$BIN serve --model $MODEL --drafter {drafter} {drafter_args} --depth {depth} --port {port}"
 LAUNCH_OFF="$BIN serve --model $MODEL --port {port}"
-PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 40 --reps 5"
+PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 256 --reps 9"
 NP=()
 [ -n "${NUM_PROMPTS:-}" ] && NP=(--num-prompts "$NUM_PROMPTS")
 echo "quickstart: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -88,7 +88,7 @@ if [ "${SAMPLED:-1}" = 1 ] && [ -n "$DRAFT_MODEL" ]; then
   "$BIN" sweep --launch "$LAUNCH" --launch-off "$LAUNCH_OFF" --profile-cmd "$PROFILE" \
     --drafters draft --drafter-args "draft=--draft-model $DRAFT_MODEL" "${BLOCK[@]}" \
     --depths 0,1,3 --workloads code,prose --concurrency 1 --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" \
-    --temperature 0.8 --seed 7 --budget 70 --max-tokens "${MAX_TOKENS:-96}" --canary-duration "${CANARY_S:-2}" \
+    --temperature 0.8 --seed 7 --budget 100 --max-tokens "${MAX_TOKENS:-96}" --canary-duration "${CANARY_S:-2}" \
     --interval 1 --out "$OUT-sampled"
   set -e
 fi

@@ -1,6 +1,7 @@
 /* cost_profile.c — measuring the verify cost curve on this engine (see
  * cost_profile.h); loading, saving and reading curves is common/cost_curve.c. */
 #include "cost_profile.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -9,6 +10,85 @@
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The median of `reps` forwards of B verify rows spread evenly over the
+ * first ns sequences (each holding `history` tokens; truncated back after
+ * every rep), after untimed ones. */
+static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *tok, int history, int reps, int *lrows,
+                     float *logits, fwd_span *spans, double *times, double *median, char *err, size_t errlen) {
+    for (int s = 0; s < ns; s++) spans[s] = (fwd_span){.seq = seqs[s], .n = B / ns + (s < B % ns), .tokens = tok};
+    for (int r = 0; r < B; r++) lrows[r] = r;
+    fwd_batch fb = {.spans = spans, .n_spans = ns};
+    fwd_out fo = {.logit_rows = lrows, .n_logit_rows = B, .logits = logits};
+    /* Untimed first, at least 2 calls and 5 ms: after a different shape the
+     * first calls run up to 4x slow for about a millisecond (measured: a
+     * 1-row step after the prefills, 0.68 ms falling to 0.16 over 7 calls). */
+    double w0 = gen_now();
+    for (int k = 0; k < 2 || gen_now() - w0 < 5e-3; k++) {
+        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        for (int s = 0; s < ns; s++) kv_truncate(e->kv, seqs[s], history);
+    }
+    for (int k = 0; k < reps; k++) {
+        double t0 = gen_now();
+        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        times[k] = gen_now() - t0;
+        for (int s = 0; s < ns; s++) kv_truncate(e->kv, seqs[s], history);
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    *median = times[reps / 2];
+    return 0;
+}
+
+/* One greedy sequence of max_tokens after the history prompt at `depth`:
+ * its drafting seconds, drafted tokens and verify steps. */
+static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, int depth, int max_tokens, double *sec,
+                     double *drafted, double *steps, char *err, size_t errlen) {
+    gen_result r;
+    spec_params sp = {.gen = {.max_tokens = max_tokens, .ignore_eos = 1}, .depth = depth};
+    spec_timing tm;
+    const int *pp = toks;
+    int n = history;
+    if (spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &r, &tm, err, errlen)) return -1;
+    gen_results_free(&r, 1);
+    *sec = tm.counters.draft_s;
+    *drafted = (double)tm.counters.drafted_tokens;
+    *steps = (double)tm.steps;
+    return 0;
+}
+
+/* The drafter's cost at batch 1 as draft seconds per step = F + d·T (d
+ * drafted tokens): a drafter catches up on the tokens just committed once
+ * per step (F; a block drafter's one pass is all F) and runs a chained pass
+ * per further token (T). Measured at depths 1 and 4, each as the
+ * difference of a long and a short sequence, so the first proposal's
+ * catch-up over the whole prompt (an MTP head or draft model prefilling its
+ * own cache: ~2 ms here, a third of a short run's drafting) and the first
+ * calls' warm-up cancel out. */
+static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks, int history, char *err,
+                      size_t errlen) {
+    const int depth[2] = {1, 4};
+    double per_step[2], dps[2];
+    for (int i = 0; i < 2; i++) {
+        double s0, d0, n0, s1, d1, n1;
+        if (draft_run(e, d, toks, history, depth[i], 16, &s0, &d0, &n0, err, errlen) ||
+            draft_run(e, d, toks, history, depth[i], 112, &s1, &d1, &n1, err, errlen))
+            return -1;
+        if (!(n1 > n0)) { per_step[i] = dps[i] = 0; continue; }
+        per_step[i] = (s1 - s0) / (n1 - n0);
+        dps[i] = (d1 - d0) / (n1 - n0);
+    }
+    double T = dps[1] > dps[0] ? (per_step[1] - per_step[0]) / (dps[1] - dps[0]) : NAN, F;
+    if (!(T >= 0)) {   /* no spread in drafted tokens (or noise): all per token */
+        T = dps[1] > 0 ? per_step[1] / dps[1] : 0;
+        F = 0;
+    } else {
+        F = per_step[0] - dps[0] * T;
+        if (F < 0) { F = 0; T = dps[1] > 0 ? per_step[1] / dps[1] : T; }
+    }
+    t->draft_seconds_per_token = T > 0 ? T : 0;
+    t->draft_seconds_per_step = F;
+    return 0;
 }
 
 int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int history, int reps,
@@ -40,49 +120,38 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             done += c;
         }
     }
-    /* ladder: 1..8 every row, then roughly ×1.5 */
+    /* ladder: 1..8 every row, then roughly ×1.5; B rows spread over min(B, 8)
+     * sequences (the main curve), then the same ladder in exactly 1, 2, 4 and
+     * 8 sequences (the per-sequence-count curves: the same rows cost less in
+     * fewer sequences) */
     for (int B = 1; B <= max_rows && np < COST_MAX_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
-        int ns = B < S ? B : S, rows = 0;
-        for (int s = 0; s < ns; s++) {
-            int n = B / ns + (s < B % ns);
-            spans[s] = (fwd_span){.seq = seqs[s], .n = n, .tokens = toks + history};
-            rows += n;
-        }
-        for (int r = 0; r < rows; r++) lrows[r] = r;
-        fwd_batch fb = {.spans = spans, .n_spans = ns};
-        fwd_out fo = {.logit_rows = lrows, .n_logit_rows = rows, .logits = logits};
-        for (int k = 0; k < reps; k++) {
-            double t0 = gen_now();
-            if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) goto out;
-            times[k] = gen_now() - t0;
-            for (int s = 0; s < ns; s++) kv_truncate(e->kv, seqs[s], history);
-        }
-        qsort(times, (size_t)reps, sizeof(double), cmp_double);
         pr[np] = B;
-        ps[np++] = times[reps / 2];
+        if (time_step(e, seqs, B < S ? B : S, B, toks + history, history, reps, lrows, logits, spans, times, &ps[np], err, errlen))
+            goto out;
+        np++;
     }
     char src[600];
     snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads, tp %d", e->opts.model_dir, history,
              kb_threads(), fwd_tp_size(e->fwd));
     cost_curve_from_points(t, pr, ps, np, src);
+    for (int ns = 1; ns <= S; ns *= 2) {
+        double qr[COST_SEQ_POINTS], qs[COST_SEQ_POINTS];
+        int nq = 0;
+        for (int B = 1; B <= max_rows && nq < COST_SEQ_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
+            if (B < ns) continue;
+            qr[nq] = B;
+            if (time_step(e, seqs, ns, B, toks + history, history, reps, lrows, logits, spans, times, &qs[nq], err, errlen)) goto out;
+            nq++;
+        }
+        if (nq) cost_curve_add_seqs(t, ns, qr, qs, nq);
+    }
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
     t->threads = kb_threads();
     t->history = history;
     t->tp = fwd_tp_size(e->fwd);
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);
     n_open = 0;
-    if (d) {
-        /* the drafter's cost per drafted token: one greedy sequence at depth 4 */
-        gen_result r;
-        spec_params sp = {.gen = {.max_tokens = 32, .ignore_eos = 1}, .depth = 4};
-        spec_timing tm;
-        const int *pp = toks;
-        int n = history;
-        if (spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &r, &tm, err, errlen)) goto out;
-        gen_results_free(&r, 1);
-        t->draft_seconds_per_token =
-            tm.counters.drafted_tokens ? tm.counters.draft_s / (double)tm.counters.drafted_tokens : 0.0;
-    }
+    if (d && draft_cost(t, e, d, toks, history, err, errlen)) goto out;
     rc = 0;
 out:
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);

@@ -28,11 +28,11 @@ int vpolicy_parse(const char *name, vpolicy_kind *out) {
     return -1;
 }
 
-/* Admitting a draft of survival v to a batch of B rows and τ expected
- * tokens pays when (τ + v) / cost(B + 1) > τ / cost(B), i.e. when
+/* Admitting a draft of survival v to a batch of B rows in n sequences and
+ * τ expected tokens pays when (τ + v) / cost(B + 1) > τ / cost(B), i.e. when
  * v > τ · (cost(B + 1) / cost(B) − 1). */
-static double admit_threshold(const cost_curve *cost, double tau, int B) {
-    return tau * (cost_curve_at(cost, B + 1) / cost_curve_at(cost, B) - 1.0);
+static double admit_threshold(const cost_curve *cost, double tau, int n, int B) {
+    return tau * (cost_curve_at_seqs(cost, n, B + 1) / cost_curve_at_seqs(cost, n, B) - 1.0);
 }
 
 double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell) {
@@ -40,7 +40,7 @@ double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], c
      * descending survival; ties by position, then request, so prefixes are
      * admitted in order. */
     int B = n;
-    double tau = n, theta = tau / cost_curve_at(cost, B);
+    double tau = n, theta = tau / cost_curve_at_seqs(cost, n, B);
     for (int r = 0; r < n; r++) ell[r] = 0;
     for (;;) {
         int best = -1;
@@ -51,14 +51,14 @@ double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], c
             if (v > ba || (v == ba && best >= 0 && ell[r] < ell[best])) { ba = v; best = r; }
         }
         if (best < 0) break;
-        double tau2 = tau + ba, theta2 = tau2 / cost_curve_at(cost, B + 1);
+        double tau2 = tau + ba, theta2 = tau2 / cost_curve_at_seqs(cost, n, B + 1);
         if (!(theta2 > theta)) break;   /* first non-improvement: stop */
         tau = tau2;
         theta = theta2;
         B++;
         ell[best]++;
     }
-    return admit_threshold(cost, tau, B);
+    return admit_threshold(cost, tau, n, B);
 }
 
 /* Conditional survival signal of draft i: confidence head, else the
@@ -128,7 +128,7 @@ static int keep(void *ctx, const spec_proposal *p) {
     if (p->slot < 0 || p->slot >= s->o.max_slots) return 1;
     double tau = 1.0, bound = 1.0;
     for (int i = 0; i < p->k; i++) tau += bound *= survival_step(s, p, i);
-    double thr = admit_threshold(s->o.cost, tau, p->k + 1);
+    double thr = admit_threshold(s->o.cost, tau, 1, p->k + 1);   /* this request alone */
     if (s->have_thr && s->next_thr < thr) thr = s->next_thr;
     return bound > thr;
 }

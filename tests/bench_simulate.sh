@@ -72,6 +72,17 @@ run --sweep "$WORK/sweep" --cost-table "$WORK/cost.json" --compare --repeats 3 -
   fail "--compare exited $?: $(tail -3 "$WORK/cmp.txt")"
 grep -q 'within 10%' "$WORK/cmp.txt" && [ -s "$WORK/cmp/compare.csv" ] && [ -s "$WORK/cmp/compare.md" ] || fail "--compare wrote no comparison"
 [ "$(($(wc -l <"$WORK/cmp/compare.csv") - 1))" = 2 ] || fail "compare.csv should have 2 cells"
+# --step-overhead-ms auto: the host time per step calibrated on the depth-0 cell makes its simulated
+# TPOT the measured 1.0 ms (TPOT is linear in the overhead there: one step per token)
+printf '{"rows": [1, 8, 64, 512], "seconds_per_step": [0.0002, 0.0004, 0.002, 0.012]}' >"$WORK/fast.json"
+run --sweep "$WORK/sweep" --cost-table "$WORK/fast.json" --compare --step-overhead-ms auto --repeats 3 \
+    --out "$WORK/cmp2" >"$WORK/cmp2.txt" 2>&1 || fail "--step-overhead-ms auto exited $?: $(tail -3 "$WORK/cmp2.txt")"
+grep -q 'host overhead per step, from the depth-0 cells' "$WORK/cmp2/compare.md" || fail "auto overhead not reported"
+awk -F, '$1 == "\"none\"" { t = $9 } END { exit !(t > 0.97 && t < 1.03) }' "$WORK/cmp2/compare.csv" ||
+  fail "depth-0 simulated TPOT with auto overhead is not the measured 1.0 ms: $(grep none "$WORK/cmp2/compare.csv")"
+run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --step-overhead-ms auto --depths 0 --rate 1 \
+    --duration 5 --quiet --out "$WORK/bad" >/dev/null 2>"$WORK/bad.err" && fail "--step-overhead-ms auto without --compare accepted"
+grep -q 'auto is for --compare' "$WORK/bad.err" || fail "auto overhead refusal unclear: $(cat "$WORK/bad.err")"
 # and the sweep as an acceptance source
 run --sweep "$WORK/sweep" --cost-table "$WORK/cost.json" --depths 0-2 --rate 1 --duration 20 --repeats 2 --quiet \
     --out "$WORK/s" >/dev/null 2>"$WORK/s.err" || fail "--sweep as acceptance failed: $(tail -3 "$WORK/s.err")"

@@ -42,11 +42,11 @@ static void agree(const char *path, const char *label) {
     CHECKF(!cost_curve_load(&c, path, err, sizeof err), "%s: %s", label, err);
     double p[SPEC_MAX_DEPTH];
     for (int i = 0; i < SPEC_MAX_DEPTH; i++) p[i] = 1.0;   /* every draft accepted */
-    /* the recommender's step at depth k, one sequence, is cost(k + 1) rows */
+    /* the recommender's step at depth k, one sequence, is cost(k + 1 rows in 1 sequence) */
     for (int k = 0; k < SPEC_MAX_DEPTH; k++) {
         rc_pred r = rc_predict(&c, p, SPEC_MAX_DEPTH, k, 1, 0, NAN);
-        CHECKF(near(r.step_s, cost_curve_at(&c, k + 1)), "%s: depth %d: recommender %g, curve %g", label, k,
-               r.step_s, cost_curve_at(&c, k + 1));
+        CHECKF(near(r.step_s, cost_curve_at_seqs(&c, 1, k + 1)), "%s: depth %d: recommender %g, curve %g", label, k,
+               r.step_s, cost_curve_at_seqs(&c, 1, k + 1));
     }
     for (double rows = 0.5; rows <= 300; rows += 0.25) {
         double y = cost_curve_at(&c, rows);
@@ -82,10 +82,10 @@ int main(void) {
     CHECK(near(cost_curve_at(&c, 2), 0.0035) && near(cost_curve_at(&c, 0.5), 0.003125));   /* extends the first segment */
     /* bench_engine CSV, with a noisy dip: made monotone */
     put(path, "metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,1.0,ms\nforward_ms,1,2,1.5,ms\n"
-                "forward_ms,1,3,1.4,ms\nforward_ms,1,4,2.0,ms\nforward_ms,2,2,1.8,ms\ndecode_tokens_per_s,1,1,900,tok/s\n");
+                "forward_ms,1,3,1.4,ms\nforward_ms,1,4,1.9,ms\nforward_ms,2,2,1.8,ms\ndecode_tokens_per_s,1,1,900,tok/s\n");
     agree(path, "bench_engine CSV");
     CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n == 4);
-    CHECK(near(c.seconds[2], 0.0015) && near(c.seconds[3], (0.0020 + 0.0018) / 2));   /* dip lifted, 4 rows averaged */
+    CHECK(near(c.seconds[2], 0.0015) && near(c.seconds[3], (0.0019 + 0.0018) / 2));   /* dip lifted, 4 rows averaged */
     /* refusals name the problem */
     put(path, "{\"rows\": [1, 2], \"seconds_per_step\": [0.1]}");
     CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "same length"));
@@ -97,5 +97,40 @@ int main(void) {
     CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "cannot read"));
     cost_curve empty = {0};
     CHECK(isnan(cost_curve_at(&empty, 4)));
+    CHECK(near(cost_curve_at_seqs(&empty, 2, 4), cost_curve_at(&empty, 4)) || isnan(cost_curve_at_seqs(&empty, 2, 4)));
+
+    /* curves per sequence count: the same rows cost less in fewer sequences */
+    const char *seq_curves = "\"by_sequences\": ["
+                             "{\"sequences\": 4, \"rows\": [4, 8], \"seconds_per_step\": [0.003, 0.006]},"
+                             "{\"sequences\": 1, \"rows\": [1, 8], \"seconds_per_step\": [0.001, 0.004]}]}";
+    char text[1024];
+    snprintf(text, sizeof text, "{\"rows\": [1, 8], \"seconds_per_step\": [0.001, 0.008], %s", seq_curves);
+    put(path, text);
+    agree(path, "profile JSON with per-sequence curves");
+    snprintf(text, sizeof text, "{\"rows\": [1, 8], \"seconds_per_step\": [0.001, 0.008], "
+             "\"draft_seconds_per_token\": 0.0002, \"draft_seconds_per_step\": 0.0003, %s", seq_curves);
+    put(path, text);
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_by_seqs == 2 && c.by_seqs[0].seqs == 1);
+    CHECK(near(cost_curve_at_seqs(&c, 1, 8), 0.004) && near(cost_curve_at_seqs(&c, 4, 8), 0.006));
+    CHECK(near(cost_curve_at_seqs(&c, 2, 8), 0.004 + (0.006 - 0.004) / 3));   /* linear in sequences */
+    CHECK(near(cost_curve_at_seqs(&c, 16, 8), 0.006) && near(cost_curve_at_seqs(&c, 0, 8), 0.008));
+    CHECK(near(c.draft_seconds_per_step, 0.0003));
+    CHECK(near(rc_draft_seconds(&c, 2, 0), 0) && near(rc_draft_seconds(&c, 2, 3), 2 * (0.0003 + 3 * 0.0002)));
+    CHECK(near(rc_predict(&c, NULL, 0, 3, 2, 0, NAN).step_s, cost_curve_at_seqs(&c, 2, 8) + 2 * (0.0003 + 3 * 0.0002)));
+    cost_curve back;   /* saved and read back: the same curves */
+    CHECK(!cost_curve_save(&c, path, err, sizeof err) && !cost_curve_load(&back, path, err, sizeof err));
+    CHECK(back.n_by_seqs == 2 && near(cost_curve_at_seqs(&back, 2, 8), cost_curve_at_seqs(&c, 2, 8)) &&
+          near(back.draft_seconds_per_step, 0.0003));
+    /* bench_engine's CSV: one curve per batch */
+    put(path, "metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,1.0,ms\nforward_ms,1,4,2.0,ms\n"
+              "forward_ms,4,1,2.5,ms\nforward_ms,4,2,4.0,ms\n");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_by_seqs == 2 && c.by_seqs[1].seqs == 4);
+    CHECK(near(cost_curve_at_seqs(&c, 1, 4), 0.002) && near(cost_curve_at_seqs(&c, 4, 4), 0.0025));
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"by_sequences\": [{\"sequences\": 0, \"rows\": [1], "
+              "\"seconds_per_step\": [0.1]}]}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "by_sequences[0]"));
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"by_sequences\": {}}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "by_sequences"));
+    unlink(path);
     return tu_done("test_cost_curve");
 }

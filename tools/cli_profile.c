@@ -18,8 +18,9 @@ static void help(FILE *f) {
         "usage: specbed profile --model DIR --out cost.json [options]\n"
         "\n"
         "Measures one forward of B verify rows (B = 1..8, then ×1.5 up to --max-rows),\n"
-        "spread over up to 8 sequences holding --history tokens each, and the\n"
-        "drafter's seconds per drafted token; writes the cost table as JSON.\n"
+        "spread over up to 8 sequences holding --history tokens each, and in exactly\n"
+        "1, 2, 4 and 8 sequences (by_sequences), and the drafter's seconds per drafting\n"
+        "step and per drafted token at batch 1; writes the cost table as JSON.\n"
         "\n"
         "  --model DIR         target model (required)\n"
         "  --out FILE          where to write the cost table (required; written atomically)\n"
@@ -78,7 +79,9 @@ int cli_profile(int argc, char **argv) {
     printf("%8s %12s %14s\n", "rows", "ms/step", "ms/row");
     for (int i = 0; i < t.n; i++)
         printf("%8g %12.3f %14.4f\n", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
-    if (d) printf("drafter %s: %.3f ms per drafted token\n", d->ops->name, t.draft_seconds_per_token * 1e3);
+    if (d)
+        printf("drafter %s: %.3f ms per drafting step + %.3f ms per drafted token (batch 1)\n", d->ops->name,
+               t.draft_seconds_per_step * 1e3, t.draft_seconds_per_token * 1e3);
     printf("cost table written to %s\n", out);
     rc = 0;
 out:
