@@ -30,6 +30,13 @@ struct layer_scratch {
     size_t scores_floats;
     int scores_cap, scores_threads;
     kb_comm *comm;   /* tensor parallelism, NULL = one process */
+    /* RoPE's cos/sin of the last rows rotated (kb_rope_table), reused while
+     * the positions repeat: a forward's layers all rotate the same rows, so
+     * the table is computed once per forward instead of twice per layer
+     * (the double-precision cos/sin was ~10% of a 1-row step). NULL under a
+     * device backend, which keeps kb_rope. */
+    float *rope_cs, *rope_sn;   /* [R, head_dim/2] */
+    int *rope_pos, rope_n;      /* positions the table holds; rope_n -1 = none */
 };
 
 static int alloc_scores(layer_scratch *s, int cap, int threads) {
@@ -62,6 +69,17 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
     s->hg = kb_alloc(R * I * sizeof(float));
     s->hu = kb_alloc(R * I * sizeof(float));
     s->nctx = calloc(R, sizeof(int));
+    s->rope_n = -1;
+    if (!strcmp(kb_device(), "cpu")) {
+        size_t half = (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1);
+        s->rope_cs = malloc(R * half * sizeof(float));
+        s->rope_sn = malloc(R * half * sizeof(float));
+        s->rope_pos = malloc(R * sizeof(int));
+        if (!s->rope_cs || !s->rope_sn || !s->rope_pos) {
+            layer_scratch_free(s);
+            return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
+        }
+    }
     int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
     if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx ||
         alloc_scores(s, cap, kb_threads())) {
@@ -78,6 +96,7 @@ void layer_scratch_free(layer_scratch *s) {
     kb_free(s->att); kb_free(s->xo); kb_free(s->hg); kb_free(s->hu);
     kb_free(s->scores);
     free(s->nctx);
+    free(s->rope_cs); free(s->rope_sn); free(s->rope_pos);
     free(s);
 }
 
@@ -105,6 +124,19 @@ static void add_bias(float *y, const float *bias, int m, int n) {
     for (int r = 0; r < m; r++) kb_add(y + (size_t)r * n, bias, 1, n);
 }
 
+/* RoPE of the rows r in x ([r->n, n_heads, head_dim]). */
+static void rope(layer_scratch *s, float *x, const layer_rows *r, int n_heads) {
+    const model_config *c = &s->cfg;
+    const int n = r->n;
+    if (!s->rope_cs) { kb_rope(x, r->pos, n, n_heads, c->head_dim, c->rope_theta); return; }
+    if (n != s->rope_n || memcmp(r->pos, s->rope_pos, sizeof(int) * (size_t)n)) {
+        kb_rope_table(s->rope_cs, s->rope_sn, r->pos, n, c->head_dim, c->rope_theta);
+        memcpy(s->rope_pos, r->pos, sizeof(int) * (size_t)n);
+        s->rope_n = n;
+    }
+    kb_rope_apply(x, s->rope_cs, s->rope_sn, n, n_heads, c->head_dim);
+}
+
 /* k, v of the rows in xin (already whatever normalisation the caller wants)
  * into the scratch, then into the cache. */
 static void project_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r,
@@ -116,7 +148,7 @@ static void project_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, i
     add_bias(s->k, w->bk, n, KV);
     add_bias(s->v, w->bv, n, KV);
     if (w->k_norm) kb_rmsnorm(s->k, s->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->rms_norm_eps);
-    kb_rope(s->k, r->pos, n, c->n_kv_heads, c->head_dim, c->rope_theta);
+    rope(s, s->k, r, c->n_kv_heads);
     for (int i = 0; i < n; i++) {
         memcpy(kv_k_at(kv, l, r->seq[i], r->pos[i]), s->k + (size_t)i * KV, (size_t)KV * sizeof(float));
         memcpy(kv_v_at(kv, l, r->seq[i], r->pos[i]), s->v + (size_t)i * KV, (size_t)KV * sizeof(float));
@@ -145,7 +177,7 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     kb_matmul(s->q, s->xb, &w->wq, n);
     add_bias(s->q, w->bq, n, Q);
     if (w->q_norm) kb_rmsnorm(s->q, s->q, w->q_norm, n * nh, hd, c->rms_norm_eps);
-    kb_rope(s->q, r->pos, n, nh, hd, c->rope_theta);
+    rope(s, s->q, r, nh);
     project_kv(s, w, kv, l, r, s->xb);
     /* Every row's K/V is in the cache before any row attends. Consecutive
      * rows of one sequence form a span: the kernel loads each K/V slot once

@@ -113,6 +113,12 @@ void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float ep
 /* In-place rotary embedding, HF "rotate_half" layout (first half / second
  * half of each head), on x[m, n_heads, head_dim] at positions pos[m]. */
 void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta);
+/* kb_rope in two steps, for a caller that rotates several tensors at the
+ * same positions (every layer's q and k of a forward): the cos/sin of m rows
+ * once (cs, sn [m, head_dim/2], host memory), then each tensor; the same
+ * bits as kb_rope. Host (CPU backend) only: under a device, use kb_rope. */
+void kb_rope_table(float *cs, float *sn, const int *pos, int m, int head_dim, float theta);
+void kb_rope_apply(float *x, const float *cs, const float *sn, int m, int n_heads, int head_dim);
 
 /* out[m, n] = silu(gate[m, n]) * up[m, n]; out may alias gate. */
 void kb_swiglu(float *out, const float *gate, const float *up, int m, int n);

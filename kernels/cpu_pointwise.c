@@ -2,7 +2,8 @@
  * Owns: matching HF's float32 formulas operation by operation, since these
  * have no reduction and so no batch-invariance question — only accuracy.
  * Must not: keep state between calls (no cached tables: a kernel is a pure
- * function of its arguments). */
+ * function of its arguments; a caller that rotates several tensors at the
+ * same positions keeps kb_rope_table's output itself). */
 #include "backend.h"
 #include "cpu_internal.h"
 
@@ -19,34 +20,56 @@
  * double: its rounding (up to pos·2⁻²⁴ rad, ~4e-5 at position 680) is part
  * of what HF computes, and reproducing it keeps us closer (fixture goldens:
  * max |Δlogit| 1.14e-5 this way, 1.34e-5 with exact angles). */
-typedef struct { float *x; const int *pos; int m, n_heads, head_dim, rows_per_chunk; float theta; } rope_job;
+typedef struct {
+    float *x;                     /* kb_rope: rotated in place; NULL for kb_rope_table */
+    float *cs, *sn;               /* kb_rope_table: the table written; NULL for kb_rope */
+    const int *pos;
+    int m, n_heads, head_dim, rows_per_chunk;
+    float theta;
+} rope_job;
+
+static void inv_freqs(float *inv_freq, int head_dim, float theta) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        float e = (float)(2 * i) / (float)head_dim;
+        float p = (float)pow((double)theta, (double)e);
+        inv_freq[i] = 1.0f / p;
+    }
+}
+
+static void angles(float *cs, float *sn, int pos, const float *inv_freq, int half) {
+    float fp = (float)pos;
+    for (int i = 0; i < half; i++) {
+        float ang = fp * inv_freq[i];
+        cs[i] = (float)cos((double)ang);
+        sn[i] = (float)sin((double)ang);
+    }
+}
+
+static void rotate(float *x, const float *cs, const float *sn, int n_heads, int head_dim) {
+    const int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float a = v[i], b = v[i + half];
+            v[i] = a * cs[i] + (-b) * sn[i];
+            v[i + half] = b * cs[i] + a * sn[i];
+        }
+    }
+}
 
 static void rope_rows(void *vp, int c, int slot) {
     (void)slot;
     const rope_job *j = vp;
     int half = j->head_dim / 2;
-    float inv_freq[half > 0 ? half : 1];
-    for (int i = 0; i < half; i++) {
-        float e = (float)(2 * i) / (float)j->head_dim;
-        float p = (float)pow((double)j->theta, (double)e);
-        inv_freq[i] = 1.0f / p;
-    }
-    float cs[half > 0 ? half : 1], sn[half > 0 ? half : 1];
+    float inv_freq[half > 0 ? half : 1], cs[half > 0 ? half : 1], sn[half > 0 ? half : 1];
+    inv_freqs(inv_freq, j->head_dim, j->theta);
     int r1 = (c + 1) * j->rows_per_chunk < j->m ? (c + 1) * j->rows_per_chunk : j->m;
     for (int r = c * j->rows_per_chunk; r < r1; r++) {
-        float fp = (float)j->pos[r];
-        for (int i = 0; i < half; i++) {
-            float ang = fp * inv_freq[i];
-            cs[i] = (float)cos((double)ang);
-            sn[i] = (float)sin((double)ang);
-        }
-        for (int h = 0; h < j->n_heads; h++) {
-            float *v = j->x + ((size_t)r * j->n_heads + h) * j->head_dim;
-            for (int i = 0; i < half; i++) {
-                float a = v[i], b = v[i + half];
-                v[i] = a * cs[i] + (-b) * sn[i];
-                v[i + half] = b * cs[i] + a * sn[i];
-            }
+        if (j->x) {
+            angles(cs, sn, j->pos[r], inv_freq, half);
+            rotate(j->x + (size_t)r * j->n_heads * j->head_dim, cs, sn, j->n_heads, j->head_dim);
+        } else {
+            angles(j->cs + (size_t)r * half, j->sn + (size_t)r * half, j->pos[r], inv_freq, half);
         }
     }
 }
@@ -63,6 +86,20 @@ void kb_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float t
     rope_job j = {.x = x, .pos = pos, .m = m, .n_heads = n_heads, .head_dim = head_dim, .rows_per_chunk = per,
                   .theta = theta};
     cpu_parallel(rope_rows, &j, (m + per - 1) / per, 0);
+}
+
+void kb_rope_table(float *cs, float *sn, const int *pos, int m, int head_dim, float theta) {
+    if (m <= 0) return;
+    int per = 16;
+    rope_job j = {.cs = cs, .sn = sn, .pos = pos, .m = m, .head_dim = head_dim, .rows_per_chunk = per,
+                  .theta = theta};
+    cpu_parallel(rope_rows, &j, (m + per - 1) / per, 0);
+}
+
+void kb_rope_apply(float *x, const float *cs, const float *sn, int m, int n_heads, int head_dim) {
+    const int half = head_dim / 2;
+    for (int r = 0; r < m; r++)
+        rotate(x + (size_t)r * n_heads * head_dim, cs + (size_t)r * half, sn + (size_t)r * half, n_heads, head_dim);
 }
 
 /* silu(g)·u with silu(g) = g / (1 + exp(−g)), torch's formula, exp being

@@ -298,6 +298,17 @@ static void test_rope(void) {
     memcpy(one, x + 3 * nh * hd, sizeof one);
     kb_rope(one, &pos[3], 1, nh, hd, theta);
     CHECK(memcmp(one, y + 3 * nh * hd, sizeof one) == 0);
+    /* the table once, applied per tensor (what engine/layer.c does for every
+     * layer of a forward): kb_rope's bits, for q-shaped and k-shaped tensors */
+    float cs[5 * 8], sn[5 * 8], z[5 * 3 * 16], k[5 * 1 * 16], k2[5 * 1 * 16];
+    kb_rope_table(cs, sn, pos, m, hd, theta);
+    memcpy(z, x, sizeof z);
+    kb_rope_apply(z, cs, sn, m, nh, hd);
+    CHECK(memcmp(z, y, sizeof z) == 0);
+    for (int i = 0; i < m * hd; i++) k[i] = k2[i] = frand(-2, 2);
+    kb_rope(k, pos, m, 1, hd, theta);
+    kb_rope_apply(k2, cs, sn, m, 1, hd);
+    CHECK(memcmp(k, k2, sizeof k) == 0);
 }
 
 static void test_pointwise(void) {
