@@ -61,12 +61,20 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     return send_body(c, (unsigned)status, srv_error_json(status, msg, param), "application/json");
 }
 
+/* The client's side of the connection ended: an error (a reset) or an
+ * orderly end of its sending side (recv 0). TCP cannot tell a client that
+ * closed entirely (gave up: the common case, and generation should stop) from
+ * one that half-closed (shutdown SHUT_WR) and still reads, until we write;
+ * like vLLM (uvicorn's http.disconnect), nginx and Go, an end of the request
+ * stream while the answer is pending counts as giving up. The plain-answer
+ * path then still answers 499 with the reason (a half-closing client reads
+ * why; one that left reads nothing), instead of closing with 0 bytes. */
 static int client_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
     char b;
     ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) return 1;                        /* orderly close by the client */
+    if (n == 0) return 1;                        /* orderly end of the client's sending side */
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 1;
     return 0;
 }
@@ -244,7 +252,12 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, srv_kind ki
     }
     pthread_mutex_unlock(&r->mu);
     srv_req_unref(r);
-    if (gone) { free(body); return MHD_NO; }   /* nobody to answer: close */
+    if (gone) {   /* cancelled; a client that only half-closed still learns why */
+        free(body);
+        return send_error(c, 499, NULL, "the client closed its side of the connection before the answer "
+                          "(a full close or shutdown SHUT_WR), which specbed takes as giving up, as vLLM, nginx and Go "
+                          "servers do; the request was cancelled. Keep the connection open until the answer arrives");
+    }
     return send_body(c, (unsigned)st, body, "application/json");
 }
 

@@ -9,6 +9,10 @@
  *     connection is refused at once rather than hanging;
  *   - two conflicting Content-Length headers get 400, a transfer coding
  *     other than chunked 501 (one was accepted, the other held forever);
+ *   - a client that sends its whole request and then half-closes
+ *     (shutdown SHUT_WR) gets an answer, not a close with 0 bytes: /health
+ *     at once; a pending completion is cancelled (as a client that left)
+ *     with a 499 that says why;
  *   - after the flood, /health and a real request are served again. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -114,6 +118,33 @@ int main(void) {
     early("Transfer-Encoding: gzip",
           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nTransfer-Encoding: gzip\r\n\r\n",
           501);
+
+    /* a complete request, then half-close: an answer, never a silent close. A
+     * completion long enough to be pending when the end of the request stream
+     * is seen (1,000 tokens: test_server's give-up case) is cancelled with a 499
+     * that says why. */
+    const char *long_body = "{\"prompt\": \"hi\", \"max_tokens\": 1000, \"ignore_eos\": true}";
+    char long_req[512];
+    snprintf(long_req, sizeof long_req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n%s", strlen(long_body), long_body);
+    const char *halfs[2] = {"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", long_req};
+    for (int i = 0; i < 2; i++) {
+        int fd = dial();
+        CHECK(fd >= 0);
+        if (fd < 0) continue;
+        CHECK(send(fd, halfs[i], strlen(halfs[i]), 0) == (ssize_t)strlen(halfs[i]));
+        CHECK(shutdown(fd, SHUT_WR) == 0);
+        char buf[8192];
+        int n = read_reply(fd, buf, sizeof buf, 10000);
+        const char *want = i ? "HTTP/1.1 499" : "HTTP/1.1 200";
+        CHECKF(n > 0 && !strncmp(buf, want, 12), "half-closed %s: got %d bytes '%.60s', want %s",
+               i ? "completion" : "/health", n, n > 0 ? buf : "", want);
+        CHECKF(i == 0 || (n > 0 && strstr(buf, "shutdown SHUT_WR")), "half-closed completion: no reason in '%.300s'",
+               n > 0 ? buf : "");
+        printf("half-closed %s: %d bytes back (%.12s)\n", i ? "completion" : "/health", n, n > 0 ? buf : "");
+        close(fd);
+    }
 
     /* fill the connection limit with half-sent headers */
     int fds[8], nf = 0;
