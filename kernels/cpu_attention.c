@@ -50,6 +50,7 @@ static inline __attribute__((always_inline)) void axpy_hd_scalar(float *o, float
 }
 
 #if CPU_X86
+#include "cpu_hsum_x86.h"
 #define AVX2_FN __attribute__((target("avx2,fma"), always_inline)) inline
 static AVX2_FN float dot_hd_avx2(const float *a, const float *b, int n) {
     int k = 0;
@@ -148,22 +149,6 @@ DEFINE_ATTEND(attend_scalar, , dot_hd_scalar, axpy_hd_scalar)
  * read from memory once and reused from L1 by every (row, head) of the item. */
 #define PB 64
 
-static AVX2_FN __m256 hsum8x8(const __m256 a[8]) {
-    __m256 t[4];
-    for (int i = 0; i < 4; i++)   /* [t(a_2i) | t(a_2i+1)], t(a)[l] = a[l] + a[l+4] */
-        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
-                             _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
-    /* u(a)[l] = t[l] + t[l+2]: [u0_0 u0_1 u2_0 u2_1 | u1_0 u1_1 u3_0 u3_1] and the same for 4..7 */
-    __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* r = u[0] + u[1]: [r0 r2 r4 r6 | r1 r3 r5 r7], then into order */
-    __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 /* s[i] = (q·k_i)·scale for the 8 slots k_i: dot_hd's bits for each. */
 static AVX2_FN void scores8(float *s, const float *q, const float *const k[8], int hd, float scale) {
     __m256 acc[8];
@@ -173,7 +158,7 @@ static AVX2_FN void scores8(float *s, const float *q, const float *const k[8], i
         __m256 qv = _mm256_loadu_ps(q + d);
         for (int i = 0; i < 8; i++) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[i] + d), acc[i]);
     }
-    __m256 r = hsum8x8(acc);
+    __m256 r = cpu_hsum8x8(acc);
     if (d < hd) {   /* the n%8 tail, per score, as dot_hd */
         float t[8];
         _mm256_storeu_ps(t, r);

@@ -8,7 +8,8 @@
  *   k < cols, acc = fma(x, w, acc) in increasing k (the last cols%16
  *   elements in one masked step: lanes ≥ cols%16 are left as they are);
  *   then a fixed tree: a[l] = v[l] + v[l+8] (l < 8), b[l] = a[l] + a[l+4],
- *   c[l] = b[l] + b[l+2], r = c[0] + c[1].
+ *   c[l] = b[l] + b[l+2], r = c[0] + c[1] — eight outputs at a time through
+ *   one transposed tree (cpu_hsum_x86.h) with exactly those adds.
  * bf16 weights are widened exactly (a shift), never fed to vdpbf16ps: that
  * instruction rounds x to bf16 too and would leave the HF goldens' numerics.
  * Register tiles (32 zmm): R x rows × J weight rows, R·J accumulators plus
@@ -22,6 +23,7 @@
 
 #if CPU_X86
 #include <immintrin.h>
+#include "cpu_hsum_x86.h"
 
 #define AI inline __attribute__((always_inline))
 #define RMAX 6
@@ -99,11 +101,30 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
             for (int j = 0; j < J; j++) acc[r][j] = _mm512_mask3_fmadd_ps(xv, wv[j], acc[r][j], mk);
         }
     }
+    /* The reductions, 8 outputs at a time: each zmm folded to a ymm
+     * (v[l] + v[l+8]), then one transposed tree (cpu_hsum8x8) — hsum16's
+     * adds for every output, bit for bit, at about half the shuffles (one per
+     * output was ~15% of a cols-256 matmul); the rest one by one. */
+    float out[RMAX * JMAX];
+    int i = 0;
+#pragma GCC unroll 6
+    for (; i + 8 <= R * J; i += 8) {
+        __m256 a[8];
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            __m512 v = acc[(i + q) / J][(i + q) % J];
+            a[q] = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
+        _mm256_storeu_ps(out + i, cpu_hsum8x8(a));
+    }
+#pragma GCC unroll 8
+    for (; i < R * J; i++) out[i] = hsum16(acc[i / J][i % J]);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++)
-            if (j < jn) y[(size_t)r * ldy + j] = hsum16(acc[r][j]);
+            if (j < jn) y[(size_t)r * ldy + j] = out[r * J + j];
 }
 
 static AI void rows_tile(float *y, size_t ldy, const float *x, int cols, const char *w, size_t ws, int j0,

@@ -218,7 +218,7 @@ static float contract_dot(const float *x, const double *w, int cols, int lanes) 
 static void test_matmul_contract(void) {
     const char *path = kb_cpu_path();
     int lanes = !strcmp(path, "avx512") ? 16 : 8;
-    const int cols_list[] = { 1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40, 63, 77, 256, 300 };
+    const int cols_list[] = { 1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 64, 77, 96, 256, 300 };
     int bad = 0;
     for (int dt = 0; dt < 3; dt++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++) {
