@@ -321,6 +321,7 @@ static int batch_start(sim *s, int r, double t) {
     double fill = c->acc ? c->acc->draft_fill : 1, prop = c->acc ? c->acc->proposal_rate : 1;
     double rows = 0, drafted = 0;
     int n_seqs = 0, n_drafting = 0;   /* sequences in the step (a row's cost depends on how many share it); with drafts */
+    double no_logits = 0;             /* prompt rows whose logits nobody needs (the curves count every row's) */
     for (int i = 0; i < R->n_run; i++) {
         req *q = &s->pool[R->run[i]];
         q->k = q->chunk = 0;
@@ -347,8 +348,10 @@ static int batch_start(sim *s, int r, double t) {
         q->chunk = chunk;
         rows += chunk;
         n_seqs += chunk > 0;
+        no_logits += chunk - (chunk > 0 && q->fed + chunk >= q->prompt);   /* only a last chunk's last row */
     }
-    double dt = cost_curve_at_seqs(c->cost, n_seqs, rows) + n_drafting * c->cost->draft_seconds_per_step +
+    double full = cost_curve_at_seqs(c->cost, n_seqs, rows), lm = no_logits * c->cost->logits_seconds_per_row;
+    double dt = (lm < 0.75 * full ? full - lm : 0.25 * full) + n_drafting * c->cost->draft_seconds_per_step +
                 drafted * c->draft_s_per_token + c->step_overhead_s;
     if (!(dt > 0)) dt = 1e-9;
     s->rows_sum += rows;

@@ -150,6 +150,8 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_token");
     if (cJSON_IsNumber(ds) && ds->valuedouble > 0 && isfinite(ds->valuedouble))
         c->draft_seconds_per_token = ds->valuedouble;
+    const cJSON *lg = cJSON_GetObjectItemCaseSensitive(j, "logits_seconds_per_row");
+    if (cJSON_IsNumber(lg) && lg->valuedouble > 0 && isfinite(lg->valuedouble)) c->logits_seconds_per_row = lg->valuedouble;
     const cJSON *dst = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_step");
     if (cJSON_IsNumber(dst) && dst->valuedouble > 0 && isfinite(dst->valuedouble))
         c->draft_seconds_per_step = dst->valuedouble;
@@ -223,6 +225,7 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
     }
     cJSON_AddNumberToObject(j, "draft_seconds_per_token", c->draft_seconds_per_token);
     if (c->draft_seconds_per_step > 0) cJSON_AddNumberToObject(j, "draft_seconds_per_step", c->draft_seconds_per_step);
+    if (c->logits_seconds_per_row > 0) cJSON_AddNumberToObject(j, "logits_seconds_per_row", c->logits_seconds_per_row);
     if (c->n_by_seqs) {
         cJSON *bs = cJSON_AddArrayToObject(j, "by_sequences");
         for (int i = 0; i < c->n_by_seqs; i++) {

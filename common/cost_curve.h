@@ -6,7 +6,8 @@
  * Sources: the JSON that `specbed profile` writes
  *   {"model": DIR, "threads": T, "history": H, "tp": N,
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
- *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional)}
+ *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional),
+ *    "logits_seconds_per_row": L (optional)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
@@ -43,6 +44,9 @@ typedef struct {
     double rows[COST_MAX_POINTS];      /* ascending, ≥ 1 */
     double seconds[COST_MAX_POINTS];   /* per step, non-decreasing */
     double draft_seconds_per_token;    /* 0 = not measured, or included in seconds */
+    double logits_seconds_per_row;     /* what one row's lm_head costs: every verify row the curves
+                                          count needs its logits, a prompt chunk only its last row's
+                                          (so a chunk costs the curve less this per other row); 0 = none */
     double draft_seconds_per_step;     /* a drafting step's fixed cost per sequence (the drafter's
                                           catch-up over the tokens just committed, a block drafter's
                                           one pass), beside the per-token one; 0 = none */

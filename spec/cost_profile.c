@@ -40,6 +40,30 @@ static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *t
     return 0;
 }
 
+/* time_step's measurement for B rows of one sequence with only the last
+ * row's logits (a prompt chunk's forward). */
+static int time_step_last(gen_engine *e, int seq, int B, const int *tok, int history, int reps, int *lrows,
+                          float *logits, double *times, double *median, char *err, size_t errlen) {
+    fwd_span sp = {.seq = seq, .n = B, .tokens = tok};
+    lrows[0] = B - 1;
+    fwd_batch fb = {.spans = &sp, .n_spans = 1};
+    fwd_out fo = {.logit_rows = lrows, .n_logit_rows = 1, .logits = logits};
+    double w0 = gen_now();
+    for (int k = 0; k < 2 || gen_now() - w0 < 5e-3; k++) {
+        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        kv_truncate(e->kv, seq, history);
+    }
+    for (int k = 0; k < reps; k++) {
+        double t0 = gen_now();
+        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        times[k] = gen_now() - t0;
+        kv_truncate(e->kv, seq, history);
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    *median = times[reps / 2];
+    return 0;
+}
+
 /* One greedy sequence of max_tokens after the history prompt at `depth`:
  * its drafting seconds, drafted tokens and verify steps. */
 static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, int depth, int max_tokens, double *sec,
@@ -144,6 +168,18 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             nq++;
         }
         if (nq) cost_curve_add_seqs(t, ns, qr, qs, nq);
+    }
+    /* one row's lm_head: B rows of one sequence with every row's logits
+     * (what the curves count) against the last row's only (a prompt chunk) */
+    {
+        int B = max_rows < 64 ? max_rows : 64;
+        double all, last;
+        if (B >= 2) {
+            if (time_step(e, seqs, 1, B, toks + history, history, reps, lrows, logits, spans, times, &all, err, errlen) ||
+                time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &last, err, errlen))
+                goto out;
+            t->logits_seconds_per_row = all > last ? (all - last) / (B - 1) : 0;
+        }
     }
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
     t->threads = kb_threads();

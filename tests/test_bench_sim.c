@@ -114,6 +114,19 @@ static void test_hand_cases(void) {
     CHECK(NEAR(r.rec[0].first_s, 1e-3) && NEAR(r.rec[1].first_s, 2e-3) && NEAR(r.rec[0].finish_s, 3e-3) &&
           NEAR(r.rec[1].finish_s, 4e-3));
     sim_result_free(&r);
+    /* a prompt row needs no logits but a last chunk's last: with 0.4 ms of lm_head per row on the linear
+     * curve, a 10-row prefill costs 10 − 9 × 0.4 = 6.4 ms; chunks of 4 cost 4 − 4 × 0.4, the same, then 2 − 1 × 0.4;
+     * decode rows keep theirs */
+    cost_curve lin_lm = linear_1ms;
+    lin_lm.logits_seconds_per_row = 0.4e-3;
+    c = one(&lin_lm, 0, NULL, 10, 2, 1, 1);
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 6.4e-3) && NEAR(r.rec[0].finish_s, 7.4e-3));
+    sim_result_free(&r);
+    c.prefill_chunk = 4;
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 2 * 2.4e-3 + 1.6e-3) && NEAR(r.rec[0].finish_s, 2 * 2.4e-3 + 1.6e-3 + 1e-3));
+    sim_result_free(&r);
     /* prefill chunk 4: a 10-token prompt takes 3 steps (4 + 4 + 2) */
     c = one(&flat_1ms, 0, NULL, 10, 2, 1, 1);
     c.prefill_chunk = 4;
