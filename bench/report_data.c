@@ -388,8 +388,8 @@ static const rp_cell *deep_of(const rp_rec *R) {
     return NULL;
 }
 
-/* Predicted decode tok/s at every depth of R with draft cost delta s/token.
- * The acceptance is the arm's own (accept length from its counters:
+/* Predicted decode tok/s at every depth of R, with the draft cost in cost's
+ * draft_seconds_per_step / _per_token (the fit, when there is one). The acceptance is the arm's own (accept length from its counters:
  * deterministic under greedy, so not a noisy input); what is predicted is
  * the time a step takes, from the cost table. Extrapolating the deepest
  * arm's per-position rates to shallower depths under-reads loop-driven

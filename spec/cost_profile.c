@@ -12,56 +12,48 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The median of `reps` forwards of B verify rows spread evenly over the
- * first ns sequences (each holding `history` tokens; truncated back after
- * every rep), after untimed ones. */
-static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *tok, int history, int reps, int *lrows,
-                     float *logits, fwd_span *spans, double *times, double *median, char *err, size_t errlen) {
-    for (int s = 0; s < ns; s++) spans[s] = (fwd_span){.seq = seqs[s], .n = B / ns + (s < B % ns), .tokens = tok};
-    for (int r = 0; r < B; r++) lrows[r] = r;
-    fwd_batch fb = {.spans = spans, .n_spans = ns};
-    fwd_out fo = {.logit_rows = lrows, .n_logit_rows = B, .logits = logits};
-    /* Untimed first, at least 2 calls and 5 ms: after a different shape the
-     * first calls run up to 4x slow for about a millisecond (measured: a
-     * 1-row step after the prefills, 0.68 ms falling to 0.16 over 7 calls). */
+/* The median of `reps` runs of the batch fb (its sequences truncated back
+ * to `history` after each), after untimed ones: at least 2 calls and 5 ms,
+ * since after a different shape the first calls run up to 4x slow for about
+ * a millisecond (measured: a 1-row step after the prefills, 0.68 ms falling
+ * to 0.16 over 7 calls). */
+static int time_batch(gen_engine *e, const fwd_batch *fb, fwd_out *fo, int history, int reps, double *times,
+                      double *median, char *err, size_t errlen) {
     double w0 = gen_now();
     for (int k = 0; k < 2 || gen_now() - w0 < 5e-3; k++) {
-        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
-        for (int s = 0; s < ns; s++) kv_truncate(e->kv, seqs[s], history);
+        if (fwd_run(e->fwd, e->kv, fb, fo, err, errlen)) return -1;
+        for (int s = 0; s < fb->n_spans; s++) kv_truncate(e->kv, fb->spans[s].seq, history);
     }
     for (int k = 0; k < reps; k++) {
         double t0 = gen_now();
-        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        if (fwd_run(e->fwd, e->kv, fb, fo, err, errlen)) return -1;
         times[k] = gen_now() - t0;
-        for (int s = 0; s < ns; s++) kv_truncate(e->kv, seqs[s], history);
+        for (int s = 0; s < fb->n_spans; s++) kv_truncate(e->kv, fb->spans[s].seq, history);
     }
     qsort(times, (size_t)reps, sizeof(double), cmp_double);
     *median = times[reps / 2];
     return 0;
 }
 
-/* time_step's measurement for B rows of one sequence with only the last
- * row's logits (a prompt chunk's forward). */
+/* B verify rows spread evenly over the first ns sequences (each holding
+ * `history` tokens), every row's logits. */
+static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *tok, int history, int reps, int *lrows,
+                     float *logits, fwd_span *spans, double *times, double *median, char *err, size_t errlen) {
+    for (int s = 0; s < ns; s++) spans[s] = (fwd_span){.seq = seqs[s], .n = B / ns + (s < B % ns), .tokens = tok};
+    for (int r = 0; r < B; r++) lrows[r] = r;
+    fwd_batch fb = {.spans = spans, .n_spans = ns};
+    fwd_out fo = {.logit_rows = lrows, .n_logit_rows = B, .logits = logits};
+    return time_batch(e, &fb, &fo, history, reps, times, median, err, errlen);
+}
+
+/* B rows of one sequence with only the last row's logits (a prompt chunk's forward). */
 static int time_step_last(gen_engine *e, int seq, int B, const int *tok, int history, int reps, int *lrows,
                           float *logits, double *times, double *median, char *err, size_t errlen) {
     fwd_span sp = {.seq = seq, .n = B, .tokens = tok};
     lrows[0] = B - 1;
     fwd_batch fb = {.spans = &sp, .n_spans = 1};
     fwd_out fo = {.logit_rows = lrows, .n_logit_rows = 1, .logits = logits};
-    double w0 = gen_now();
-    for (int k = 0; k < 2 || gen_now() - w0 < 5e-3; k++) {
-        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
-        kv_truncate(e->kv, seq, history);
-    }
-    for (int k = 0; k < reps; k++) {
-        double t0 = gen_now();
-        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
-        times[k] = gen_now() - t0;
-        kv_truncate(e->kv, seq, history);
-    }
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    *median = times[reps / 2];
-    return 0;
+    return time_batch(e, &fb, &fo, history, reps, times, median, err, errlen);
 }
 
 /* One greedy sequence of max_tokens after the history prompt at `depth`:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `specbed profile` writes a cost table that the readers accept: the main
+# curve, one curve per sequence count (1, 2, 4, 8: the same rows cost less in
+# fewer sequences), one row's lm_head cost, and the drafter's cost split into
+# per step and per drafted token; timings are positive and each curve is
+# non-decreasing; bad flags are refused by name and no half-written table is
+# left behind.
+# args: SPECBED_BIN ROOT BUILD_DIR
+set -uo pipefail
+BIN=$1 ROOT=$2 TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FIX="$ROOT/tests/fixtures/qwen3-tied"
+fail() { echo "FAIL: $*"; exit 1; }
+
+OMP_NUM_THREADS=1 "$BIN" profile --model "$FIX" --drafter ngram --max-rows 24 --reps 3 --out "$TMP/cost.json" \
+  >"$TMP/out" 2>"$TMP/err" || fail "profile exited $?: $(tail -3 "$TMP/err")"
+grep -q "drafter ngram: .* ms per drafting step + .* ms per drafted token" "$TMP/out" ||
+  fail "no drafter line: $(cat "$TMP/out")"
+python3 - "$TMP/cost.json" <<'EOF' || exit 1
+import json, sys
+j = json.load(open(sys.argv[1]))
+def mono(rows, secs, what):
+    assert len(rows) == len(secs) >= 1, what
+    assert all(s > 0 for s in secs), what + ": a non-positive time"
+    assert all(b >= a for a, b in zip(secs, secs[1:])), what + ": not non-decreasing"
+    assert all(b > a for a, b in zip(rows, rows[1:])), what + ": rows not ascending"
+mono(j["rows"], j["seconds_per_step"], "main curve")
+assert j["rows"][0] == 1 and j["rows"][-1] <= 24, j["rows"]
+seqs = [c["sequences"] for c in j["by_sequences"]]
+assert seqs == [1, 2, 4, 8], seqs
+for c in j["by_sequences"]:
+    mono(c["rows"], c["seconds_per_step"], "%d sequences" % c["sequences"])
+    assert c["rows"][0] >= c["sequences"], "fewer rows than sequences"
+assert j["logits_seconds_per_row"] > 0, "no lm_head cost per row"
+assert j["draft_seconds_per_token"] >= 0 and j.get("draft_seconds_per_step", 0) >= 0
+assert j["tp"] == 1 and j["threads"] == 1 and j["history"] > 0
+EOF
+# the table it wrote is one the simulator and the report read
+echo '{"code": [0.8, 0.6]}' >"$TMP/accept.json"
+"$BIN" simulate --accept "$TMP/accept.json" --cost-table "$TMP/cost.json" --depths 0,2 --rate 5 --duration 2 \
+  --repeats 1 --quiet --out "$TMP/sim" >/dev/null 2>"$TMP/sim.err" ||
+  fail "the simulator refused the table: $(cat "$TMP/sim.err")"
+[ -s "$TMP/sim/simulate.csv" ] || fail "the simulator wrote no results"
+
+# bad flags: exit 2 with the flag named, no table written
+for args in "--max-rows 0" "--reps x" "--drafter nosuch"; do
+  # shellcheck disable=SC2086
+  "$BIN" profile --model "$FIX" $args --out "$TMP/bad.json" >/dev/null 2>"$TMP/bad.err"
+  rc=$?
+  [ "$rc" != 0 ] || fail "profile $args exited 0"
+  [ -e "$TMP/bad.json" ] && fail "profile $args left a table behind"
+  grep -qE "max-rows|reps|nosuch|drafter" "$TMP/bad.err" || fail "profile $args: unclear message: $(cat "$TMP/bad.err")"
+done
+echo "cli_profile: ok"
