@@ -137,20 +137,27 @@ static int simulate_cell(const sim_compare_opts *o, const sim_sweep_cell *c, dou
  * that cell with no overhead (one step per token there, prompt chunks of
  * joining requests included), at least 0. Measured without speculation and
  * applied to every depth, so, like the client's gap, it cannot absorb a
- * speculative cell's error. */
-static int host_overhead(const sim_compare_opts *o, const sim_sweep_cell *cells, int nc, const sim_sweep_cell *c,
-                         double *out, char *err, size_t errlen) {
-    *out = 0;
+ * speculative cell's error. ov[i]: the value for depth-0 cell i (each
+ * simulated once). */
+static int host_overheads(const sim_compare_opts *o, const sim_sweep_cell *cells, int nc, double *ov, char *err,
+                          size_t errlen) {
     for (int i = 0; i < nc; i++) {
         const sim_sweep_cell *b = &cells[i];
-        if (b->depth != 0 || b->conc != c->conc || strcmp(b->workload, c->workload) || !(b->tpot_mean > 0)) continue;
+        ov[i] = 0;
+        if (b->depth != 0 || !(b->tpot_mean > 0)) continue;
         cmp_row tmp;
         double think = o->think_s >= 0 ? o->think_s : client_gap(cells, nc, b);
         if (simulate_cell(o, b, think, 0, &tmp, err, errlen)) return -1;
         double d = (b->tpot_mean - tmp.sim[SIM_M_MEAN_TPOT]) / 1e3;
-        *out = d > 0 ? d : 0;
-        return 0;
+        ov[i] = d > 0 ? d : 0;
     }
+    return 0;
+}
+
+/* The depth-0 cell's host overhead for cell c's concurrency and workload (0 when none). */
+static double host_overhead_of(const sim_sweep_cell *cells, int nc, const double *ov, const sim_sweep_cell *c) {
+    for (int i = 0; i < nc; i++)
+        if (cells[i].depth == 0 && cells[i].conc == c->conc && !strcmp(cells[i].workload, c->workload)) return ov[i];
     return 0;
 }
 
@@ -164,24 +171,31 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
     int nc;
     if (sim_sweep_cells(o->sweep_dir, &cells, &nc, err, errlen)) return -1;
     cmp_row *rows = calloc((size_t)nc, sizeof *rows);
-    if (!rows) { free(cells); return errf(err, errlen, "out of memory"); }
+    double *ov = calloc((size_t)nc, sizeof *ov);
+    if (!rows || !ov) { free(rows); free(ov); free(cells); return errf(err, errlen, "out of memory"); }
+    if (o->step_overhead_s < 0 && host_overheads(o, cells, nc, ov, err, errlen)) {
+        free(rows); free(ov); free(cells);
+        return -1;
+    }
     int n = 0;
     for (int i = 0; i < nc; i++) {
         const sim_sweep_cell *c = &cells[i];
         if (o->drafter && strcmp(c->drafter, o->drafter) && strcmp(c->drafter, "none")) continue;
         if (c->depth > 0 && c->n_pos < 1) continue;   /* nothing measured to simulate from */
         rows[n].think_s = o->think_s >= 0 ? o->think_s : client_gap(cells, nc, c);
-        rows[n].overhead_s = o->step_overhead_s;
-        if ((o->step_overhead_s < 0 && host_overhead(o, cells, nc, c, &rows[n].overhead_s, err, errlen)) ||
-            simulate_cell(o, c, rows[n].think_s, rows[n].overhead_s, &rows[n], err, errlen)) {
+        rows[n].overhead_s = o->step_overhead_s >= 0 ? o->step_overhead_s : host_overhead_of(cells, nc, ov, c);
+        if (simulate_cell(o, c, rows[n].think_s, rows[n].overhead_s, &rows[n], err, errlen)) {
             char m[700];
             snprintf(m, sizeof m, "%s", err);
-            free(rows);
+            errf(err, errlen, "cell %s d%d %s c%d: %s", c->drafter, c->depth, c->workload, c->conc, m);
+            free(rows);   /* after the message: c points into cells */
+            free(ov);
             free(cells);
-            return errf(err, errlen, "cell %s d%d %s c%d: %s", c->drafter, c->depth, c->workload, c->conc, m);
+            return -1;
         }
         n++;
     }
+    free(ov);
     strbuf b = {0};
     strbuf_printf(&b, "Measured (%s) vs simulated (cost: %s; draft %.3g ms/step + %.3g ms/token; %d seeded "
                       "repeat(s) per cell)\n\n", o->sweep_dir, o->cost->source, o->cost->draft_seconds_per_step * 1e3,
