@@ -137,14 +137,11 @@ static void rope(layer_scratch *s, float *x, const layer_rows *r, int n_heads) {
     kb_rope_apply(x, s->rope_cs, s->rope_sn, n, n_heads, c->head_dim);
 }
 
-/* k, v of the rows in xin (already whatever normalisation the caller wants)
- * into the scratch, then into the cache. */
-static void project_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r,
-                       const float *xin) {
+/* s->k, s->v (the projections of the rows) biased, normalised, rotated and
+ * stored in the cache. */
+static void store_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r) {
     const model_config *c = &s->cfg;
     const int n = r->n, KV = c->n_kv_heads * c->head_dim;
-    kb_matmul(s->k, xin, &w->wk, n);
-    kb_matmul(s->v, xin, &w->wv, n);
     add_bias(s->k, w->bk, n, KV);
     add_bias(s->v, w->bv, n, KV);
     if (w->k_norm) kb_rmsnorm(s->k, s->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->rms_norm_eps);
@@ -157,7 +154,11 @@ static void project_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, i
 
 void layer_write_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int kv_layer,
                     const layer_rows *r, const float *x) {
-    if (r->n > 0) project_kv(s, w, kv, kv_layer, r, x);
+    if (r->n <= 0) return;
+    float *ys[] = {s->k, s->v};
+    const kb_weight *ws[] = {&w->wk, &w->wv};
+    kb_matmul_n(2, ys, ws, x, r->n);
+    store_kv(s, w, kv, kv_layer, r);
 }
 
 void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l, const layer_rows *r, float *x) {
@@ -174,11 +175,15 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
 
     /* attention: x += o_proj(attn(rope(norm(q)), rope(norm(k)), v)) */
     kb_rmsnorm(s->xb, x, w->attn_norm, n, H, c->rms_norm_eps);
-    kb_matmul(s->q, s->xb, &w->wq, n);
+    {
+        float *ys[] = {s->q, s->k, s->v};
+        const kb_weight *ws[] = {&w->wq, &w->wk, &w->wv};
+        kb_matmul_n(3, ys, ws, s->xb, n);
+    }
     add_bias(s->q, w->bq, n, Q);
     if (w->q_norm) kb_rmsnorm(s->q, s->q, w->q_norm, n * nh, hd, c->rms_norm_eps);
     rope(s, s->q, r, nh);
-    project_kv(s, w, kv, l, r, s->xb);
+    store_kv(s, w, kv, l, r);
     /* Every row's K/V is in the cache before any row attends. Consecutive
      * rows of one sequence form a span: the kernel loads each K/V slot once
      * for all of them (and parallelises over kv heads × row chunks); each
@@ -206,8 +211,11 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
 
     /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))) */
     kb_rmsnorm(s->xb, x, w->mlp_norm, n, H, c->rms_norm_eps);
-    kb_matmul(s->hg, s->xb, &w->w_gate, n);
-    kb_matmul(s->hu, s->xb, &w->w_up, n);
+    {
+        float *ys[] = {s->hg, s->hu};
+        const kb_weight *ws[] = {&w->w_gate, &w->w_up};
+        kb_matmul_n(2, ys, ws, s->xb, n);
+    }
     kb_swiglu(s->hg, s->hg, s->hu, n, I);
     kb_matmul(s->xo, s->hg, &w->w_down, n);
     tp_sum(s, s->xo, (size_t)n * H);

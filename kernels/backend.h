@@ -106,6 +106,11 @@ void kb_weight_row(float *dst, const kb_weight *w, int r);
 
 /* y[m, w->rows] = x[m, w->cols] · wᵀ. Batch-invariant in m. */
 void kb_matmul(float *y, const float *x, const kb_weight *w, int m);
+/* ys[i] = x · ws[i]ᵀ for i < n ≤ KB_MATMUL_N_MAX, every ws[i] with the same
+ * cols: the same bits as n kb_matmul calls, in one hand-off to the CPU
+ * threads (a layer's q/k/v, gate/up). */
+#define KB_MATMUL_N_MAX 4
+void kb_matmul_n(int n, float *const ys[], const kb_weight *const ws[], const float *x, int m);
 
 /* y[m, n] = x[m, n] / rms(x row) * g[n]; y may alias x. */
 void kb_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps);

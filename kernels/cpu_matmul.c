@@ -101,38 +101,86 @@ static void mm_chunk(void *vp, int c, int slot) {
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int round_up(int a, int b) { return ceil_div(a, b) * b; }
 
-void kb_matmul(float *y, const float *x, const kb_weight *w, int m) {
-    if (m <= 0 || w->rows <= 0) return;
-    if (kb_dev_active) { kb_dev_active->matmul(y, x, w, m); return; }
-    cpu_mm_block_fn *block = cpu_mm_block_scalar;
+static cpu_mm_block_fn *path_block(void) {
 #if CPU_X86
     switch (cpu_path_get()) {
-    case CPU_PATH_AVX512: block = cpu_mm_block_avx512; break;
-    case CPU_PATH_AVX2: block = cpu_mm_block_avx2; break;
+    case CPU_PATH_AVX512: return cpu_mm_block_avx512;
+    case CPU_PATH_AVX2: return cpu_mm_block_avx2;
     case CPU_PATH_SCALAR: break;
     }
 #endif
-    const int rows = w->rows, cols = w->cols;
-    double work = (double)m * rows * cols;
-    int threads = kb_threads();
-    if (threads == 1 || work < PAR_MIN_FMA) {
-        block(y, (size_t)rows, x, m, w->data, w->dt, cols, 0, rows);
-        return;
-    }
-    /* Enough chunks that a late or descheduled worker's share is small
-     * (≥ 4 per thread), few enough that each is worth a claim. Split the
-     * weight rows first (each chunk then streams its own weights), then the
-     * x rows. */
-    double per = work / CHUNK_FMA;
+    return cpu_mm_block_scalar;
+}
+
+/* How one matmul splits into chunks for `threads` threads. Enough chunks
+ * that a late or descheduled worker's share is small (≥ 4 per thread), few
+ * enough that each is worth a claim. Split the weight rows first (each chunk
+ * then streams its own weights), then the x rows. */
+static void plan_job(mm_job *j, int threads) {
+    const int rows = j->rows, m = j->m;
+    double per = (double)m * rows * j->cols / CHUNK_FMA;
     int want = per > 64.0 * threads ? 64 * threads : per < 4.0 * threads ? 4 * threads : (int)per;
     int nwb = ceil_div(rows, JB_UNIT) < want ? ceil_div(rows, JB_UNIT) : want;
-    int jb = round_up(ceil_div(rows, nwb), JB_UNIT);
-    nwb = ceil_div(rows, jb);
-    int nrb = ceil_div(want, nwb), max_rb = ceil_div(m, MB_UNIT);
+    j->jb = round_up(ceil_div(rows, nwb), JB_UNIT);
+    j->nwb = ceil_div(rows, j->jb);
+    int nrb = ceil_div(want, j->nwb), max_rb = ceil_div(m, MB_UNIT);
     if (nrb > max_rb) nrb = max_rb;
-    int mb = round_up(ceil_div(m, nrb), MB_UNIT);
-    nrb = ceil_div(m, mb);
-    mm_job job = {.block = block, .y = y, .x = x, .w = w->data, .dt = w->dt, .m = m, .rows = rows,
-                  .cols = cols, .mb = mb, .jb = jb, .nwb = nwb};
-    cpu_parallel(mm_chunk, &job, nrb * nwb, 0);
+    j->mb = round_up(ceil_div(m, nrb), MB_UNIT);
+}
+
+static int job_chunks(const mm_job *j) { return ceil_div(j->m, j->mb) * j->nwb; }
+
+void kb_matmul(float *y, const float *x, const kb_weight *w, int m) {
+    kb_matmul_n(1, &y, &w, x, m);
+}
+
+/* Several matmuls of one x: their chunks go to the pool as one call, so a
+ * layer's q/k/v (or gate/up) cost one hand-off and one tail instead of
+ * three. Each output element is computed by the same block kernel call as
+ * alone, so the bits are kb_matmul's. */
+typedef struct {
+    mm_job job[KB_MATMUL_N_MAX];
+    int first[KB_MATMUL_N_MAX + 1];   /* chunk index where job i starts */
+    int n;
+} mm_group;
+
+static void group_chunk(void *vp, int c, int slot) {
+    const mm_group *g = vp;
+    int i = 0;
+    while (c >= g->first[i + 1]) i++;
+    mm_chunk((void *)&g->job[i], c - g->first[i], slot);
+}
+
+void kb_matmul_n(int n, float *const ys[], const kb_weight *const ws[], const float *x, int m) {
+    if (m <= 0) return;
+    for (; n > KB_MATMUL_N_MAX; n -= KB_MATMUL_N_MAX, ys += KB_MATMUL_N_MAX, ws += KB_MATMUL_N_MAX)
+        kb_matmul_n(KB_MATMUL_N_MAX, ys, ws, x, m);
+    if (kb_dev_active) {
+        for (int i = 0; i < n; i++)
+            if (ws[i]->rows > 0) kb_dev_active->matmul(ys[i], x, ws[i], m);
+        return;
+    }
+    cpu_mm_block_fn *block = path_block();
+    const int threads = kb_threads();
+    mm_group g = {.n = 0};
+    double work = 0;
+    for (int i = 0; i < n; i++) {
+        if (ws[i]->rows <= 0) continue;
+        g.job[g.n++] = (mm_job){.block = block, .y = ys[i], .x = x, .w = ws[i]->data, .dt = ws[i]->dt, .m = m,
+                                .rows = ws[i]->rows, .cols = ws[i]->cols};
+        work += (double)m * ws[i]->rows * ws[i]->cols;
+    }
+    if (threads == 1 || work < PAR_MIN_FMA) {
+        for (int i = 0; i < g.n; i++) {
+            const mm_job *j = &g.job[i];
+            block(j->y, (size_t)j->rows, x, m, j->w, j->dt, j->cols, 0, j->rows);
+        }
+        return;
+    }
+    g.first[0] = 0;
+    for (int i = 0; i < g.n; i++) {
+        plan_job(&g.job[i], threads);
+        g.first[i + 1] = g.first[i] + job_chunks(&g.job[i]);
+    }
+    cpu_parallel(group_chunk, &g, g.first[g.n], 0);
 }

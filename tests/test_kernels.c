@@ -194,6 +194,44 @@ static void test_matmul_invariance(void) {
     kb_threads_init(2);
 }
 
+/* kb_matmul_n: the bits of separate kb_matmul calls, for matrices of
+ * different heights and dtypes sharing one x, at 1–3 threads, with more
+ * matrices than one group holds and an empty one among them. */
+static void test_matmul_group(void) {
+    enum { N = KB_MATMUL_N_MAX + 2, COLS = 96 };
+    const int rows[N] = { 300, 37, 0, 128, 600, 45 };
+    test_weight t[N];
+    const kb_weight *ws[N];
+    float *want[N], *got[N];
+    for (int i = 0; i < N; i++) {
+        t[i] = make_weight((kb_dtype)(i % 3), rows[i] ? rows[i] : 1, COLS);
+        t[i].w.rows = rows[i];
+        ws[i] = &t[i].w;
+        want[i] = malloc((size_t)17 * (rows[i] + 1) * sizeof(float));
+        got[i] = malloc((size_t)17 * (rows[i] + 1) * sizeof(float));
+    }
+    float *x = malloc((size_t)17 * COLS * sizeof(float));
+    for (int i = 0; i < 17 * COLS; i++) x[i] = frand(-2, 2);
+    int bad = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        kb_threads_init(threads);
+        for (int m = 1; m <= 17; m += 8) {
+            for (int i = 0; i < N; i++) kb_matmul(want[i], x, ws[i], m);
+            kb_matmul_n(N, got, ws, x, m);
+            for (int i = 0; i < N; i++) bad += memcmp(got[i], want[i], (size_t)m * rows[i] * sizeof(float)) != 0;
+        }
+    }
+    CHECKF(bad == 0, "kb_matmul_n [%s]: %d results differ from separate kb_matmul calls", kb_cpu_path(), bad);
+    for (int i = 0; i < N; i++) {
+        t[i].w.rows = rows[i] ? rows[i] : 1;
+        free_weight(&t[i]);
+        free(want[i]);
+        free(got[i]);
+    }
+    free(x);
+    kb_threads_init(2);
+}
+
 /* The reduction order each path documents, in plain C (fmaf is correctly
  * rounded, like vfmadd): lanes = 8 is cpu_matmul.c's scalar / AVX2 order,
  * lanes = 16 the AVX-512 one. */
@@ -571,6 +609,7 @@ int main(void) {
         printf("path %s\n", paths[pi]);
         test_matmul_accuracy();
         test_matmul_invariance();
+        test_matmul_group();
         test_matmul_contract();
         test_rmsnorm();
         test_rope();
