@@ -46,6 +46,10 @@ static void help(FILE *f) {
         "  --step-overhead-ms MS  fixed host time per step (default 0); with --compare,\n"
         "                         auto: per concurrency and workload, the depth-0 cell's\n"
         "                         mean TPOT less the simulated one without overhead\n"
+        "  --request-overhead-ms MS  server time from a request's arrival to its place\n"
+        "                         in the queue (HTTP, tokenising; default 0); with\n"
+        "                         --compare, auto: per workload, the lowest-concurrency\n"
+        "                         depth-0 cell's mean TTFT less the simulated one\n"
         "Server (per replica; defaults are specbed serve's):\n"
         "  --max-running N        requests batched together (default 16)\n"
         "  --row-budget N         rows per step, verify rows + prompt chunks (default\n"
@@ -100,7 +104,7 @@ static void help(FILE *f) {
 
 typedef struct {
     const char *accept, *sweep, *drafter, *workloads, *cost_path, *out, *lengths_from, *objective;
-    double draft_s, overhead_ms, think_ms, burstiness, duration, cpt, slo_ttft_ms, slo_tpot_ms;
+    double draft_s, overhead_ms, req_overhead_ms, think_ms, burstiness, duration, cpt, slo_ttft_ms, slo_tpot_ms;
     int max_running, row_budget, prefill_chunk, requests, repeats, per_replica, quiet, compare, balance;
     int prompt_len, output_len;
     int depths[SIM_MAX_DEPTH + 1], n_depths, replicas[64], n_replicas;
@@ -166,6 +170,11 @@ static int parse_opt(opts *o, int argc, char **argv, int *i) {
         VAL();
         if (!strcmp(v, "auto")) o->overhead_ms = -1;
         else if (opt_double(CMD, a, v, 0, 1e5, &o->overhead_ms)) return -1;
+    }
+    else if (!strcmp(a, "--request-overhead-ms")) {
+        VAL();
+        if (!strcmp(v, "auto")) o->req_overhead_ms = -1;
+        else if (opt_double(CMD, a, v, 0, 1e5, &o->req_overhead_ms)) return -1;
     }
     else if (!strcmp(a, "--think-ms")) {
         VAL();
@@ -277,6 +286,7 @@ int cmd_simulate(int argc, char **argv) {
         if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "%s: %s\n", CMD, err); return 2; }
         sim_compare_opts co = {.sweep_dir = o.sweep, .drafter = o.drafter, .out_dir = outdir, .cost = &cost,
                                .draft_s_per_token = draft_s, .step_overhead_s = o.overhead_ms < 0 ? -1 : o.overhead_ms / 1e3,
+                               .request_overhead_s = o.req_overhead_ms < 0 ? -1 : o.req_overhead_ms / 1e3,
                                .think_s = o.think_ms < 0 ? -1 : o.think_ms / 1e3,
                                .chars_per_token = o.cpt, .repeats = o.repeats, .max_running = o.max_running,
                                .row_budget = o.row_budget, .seed = o.seed};
@@ -335,10 +345,16 @@ int cmd_simulate(int argc, char **argv) {
     base.cost = &cost;
     base.draft_s_per_token = draft_s;
     base.step_overhead_s = o.overhead_ms / 1e3;
+    base.request_overhead_s = o.req_overhead_ms / 1e3;
     base.balance = (sim_balance)o.balance;
     base.burstiness = o.burstiness;
     if (o.think_ms < 0) { fprintf(stderr, "%s: --think-ms auto is for --compare\n", CMD); free(sets); return 2; }
     if (o.overhead_ms < 0) { fprintf(stderr, "%s: --step-overhead-ms auto is for --compare\n", CMD); free(sets); return 2; }
+    if (o.req_overhead_ms < 0) {
+        fprintf(stderr, "%s: --request-overhead-ms auto is for --compare\n", CMD);
+        free(sets);
+        return 2;
+    }
     base.think_s = o.think_ms / 1e3;
     base.n_requests = o.requests;
     base.profile.ph[0].dur_s = o.requests && !set_duration ? INFINITY : o.duration;

@@ -67,6 +67,9 @@ int sim_config_check(const sim_config *c, char *err, size_t errlen) {
     if (c->replicas < 1 || c->replicas > SIM_MAX_REPLICAS) return errf(err, errlen, "replicas must be in 1..%d", SIM_MAX_REPLICAS);
     if (!(c->burstiness > 0)) return errf(err, errlen, "burstiness must be > 0");
     if (!(c->think_s >= 0) || !isfinite(c->think_s)) return errf(err, errlen, "think time must be ≥ 0");
+    if (!(c->token_overhead_s >= 0) || !isfinite(c->token_overhead_s)) return errf(err, errlen, "token overhead must be ≥ 0");
+    if (!(c->request_overhead_s >= 0) || !isfinite(c->request_overhead_s))
+        return errf(err, errlen, "request overhead must be ≥ 0");
     if (c->profile.n < 1) return errf(err, errlen, "no traffic phases");
     for (int i = 0; i < c->profile.n; i++) {
         const ld_phase *p = &c->profile.ph[i];
@@ -103,7 +106,9 @@ typedef struct {
     double step_start;
 } replica;
 
-enum { EV_STEP_END = 0, EV_PHASE = 1, EV_CLIENT = 2, EV_ARRIVAL = 3, EV_BATCH = 4 };
+/* At equal times, in this order: a request that reaches a replica's queue
+ * at the instant a batch forms joins it. */
+enum { EV_STEP_END = 0, EV_PHASE = 1, EV_CLIENT = 2, EV_ARRIVAL = 3, EV_ENQUEUE = 4, EV_BATCH = 5 };
 typedef struct { double t; int kind, who; long gen; } event;
 
 /* ITL histogram: S linear sub-bins per octave (frexp, no log per sample),
@@ -256,13 +261,10 @@ static int replica_pick(sim *s) {
     return best;
 }
 
-static int dispatch(sim *s, int id, double t) {
-    int r = replica_pick(s);
+/* Request id joins its replica's waiting queue. */
+static int enqueue(sim *s, int id, double t) {
+    int r = s->pool[id].replica;
     replica *R = &s->rep[r];
-    s->pool[id].replica = r;
-    R->load++;
-    if (r < 64) s->res->replica_requests[r]++;
-    if (s->res->rec) s->res->rec[s->pool[id].next_free].replica = r;
     if (R->wq_n == R->wq_cap) {
         long nc = R->wq_cap ? R->wq_cap * 2 : 64;
         int *nq = malloc((size_t)nc * sizeof *nq);
@@ -280,6 +282,18 @@ static int dispatch(sim *s, int id, double t) {
         if (heap_push(s, (event){t, EV_BATCH, r, 0})) return -1;
     }
     return 0;
+}
+
+/* The balancer picks a replica at arrival; the request reaches its queue
+ * request_overhead_s later (the server's HTTP and tokenising). */
+static int dispatch(sim *s, int id, double t) {
+    int r = replica_pick(s);
+    s->pool[id].replica = r;
+    s->rep[r].load++;
+    if (r < 64) s->res->replica_requests[r]++;
+    if (s->res->rec) s->res->rec[s->pool[id].next_free].replica = r;
+    if (s->c->request_overhead_s > 0) return heap_push(s, (event){t + s->c->request_overhead_s, EV_ENQUEUE, id, 0});
+    return enqueue(s, id, t);
 }
 
 static int arrive(sim *s, double t, int closed, char *err, size_t errlen) {
@@ -322,6 +336,11 @@ static int batch_start(sim *s, int r, double t) {
     double rows = 0, drafted = 0;
     int n_seqs = 0, n_drafting = 0;   /* sequences in the step (a row's cost depends on how many share it); with drafts */
     double no_logits = 0;             /* prompt rows whose logits nobody needs (the curves count every row's) */
+    /* Σ rows × (span start − the table's history): the context the step's
+     * rows attend to beyond (or short of) what the curves were measured at */
+    const double H = c->cost->history, per_ctx = H > 0 ? c->cost->context_seconds_per_row_token : 0;
+    double ctx = 0;
+    double tokens = 0;                /* expected tokens the step commits (first tokens included) */
     for (int i = 0; i < R->n_run; i++) {
         req *q = &s->pool[R->run[i]];
         q->k = q->chunk = 0;
@@ -337,6 +356,9 @@ static int batch_start(sim *s, int r, double t) {
         n_drafting += k > 0;
         rows += 1 + k * fill;
         drafted += k * fill;
+        ctx += (1 + k * fill) * (q->prompt + q->gen - 1 - H);   /* the KV holds the prompt and all but the last token */
+        tokens += 1;   /* E(k) = 1 + Σ_{i<k} p_i (a short draft already counts as a rejection in p_i) */
+        for (int j = 0; j < k && c->acc && j < c->acc->n_pos; j++) tokens += c->acc->p[j];
     }
     for (int i = 0; i < R->n_run && rows < c->row_budget; i++) {
         req *q = &s->pool[R->run[i]];
@@ -349,10 +371,13 @@ static int batch_start(sim *s, int r, double t) {
         rows += chunk;
         n_seqs += chunk > 0;
         no_logits += chunk - (chunk > 0 && q->fed + chunk >= q->prompt);   /* only a last chunk's last row */
+        ctx += chunk * (q->fed - H);
+        tokens += chunk > 0 && q->fed + chunk >= q->prompt;
     }
-    double full = cost_curve_at_seqs(c->cost, n_seqs, rows), lm = no_logits * c->cost->logits_seconds_per_row;
-    double dt = (lm < 0.75 * full ? full - lm : 0.25 * full) + n_drafting * c->cost->draft_seconds_per_step +
-                drafted * c->draft_s_per_token + c->step_overhead_s;
+    double full = cost_curve_at_seqs(c->cost, n_seqs, rows);
+    double less = no_logits * c->cost->logits_seconds_per_row - ctx * per_ctx;
+    double dt = (less < 0.75 * full ? full - less : 0.25 * full) + n_drafting * c->cost->draft_seconds_per_step +
+                drafted * c->draft_s_per_token + c->step_overhead_s + tokens * c->token_overhead_s;
     if (!(dt > 0)) dt = 1e-9;
     s->rows_sum += rows;
     s->steps++;
@@ -572,6 +597,7 @@ int sim_run(const sim_config *c, sim_result *out, char *err, size_t errlen) {
         case EV_BATCH: r = batch_start(&s, e.who, e.t); if (r) errf(err, errlen, "out of memory"); break;
         case EV_PHASE: r = start_phase(&s, e.who, e.t, err, errlen); break;
         case EV_CLIENT: r = client_back(&s, e.t, err, errlen); break;
+        case EV_ENQUEUE: r = enqueue(&s, e.who, e.t); if (r) errf(err, errlen, "out of memory"); break;
         case EV_ARRIVAL:
             if (e.gen != s.open_gen || s.phase < 0) break;   /* a phase change or the request count ended it */
             r = arrive(&s, e.t, 0, err, errlen);

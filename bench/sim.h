@@ -78,6 +78,12 @@ typedef struct {
     const cost_curve *cost;    /* seconds per step vs rows (borrowed) */
     double draft_s_per_token;  /* seconds per drafted token */
     double step_overhead_s;    /* fixed host time per step (scheduling, sampling, HTTP) */
+    double token_overhead_s;   /* host time per token a step commits (detokenising, stop strings,
+                                * the stream's bytes and, on a shared machine, the client's parse of
+                                * them); the step's expected tokens: E(k) per decoding request, 1 per
+                                * prompt finished */
+    double request_overhead_s; /* from a request's arrival to its place in the queue (HTTP,
+                                * tokenising): counted in its TTFT and E2E */
     /* speculation */
     int depth;                 /* drafts per verify step; 0 = speculation off (one row, E = 1) */
     const sim_accept *acc;     /* borrowed; unused at depth 0 */
@@ -145,6 +151,7 @@ void sim_result_free(sim_result *r);
 
 /* ---- inputs (sim_input.c) ---- */
 
+#define SIM_CELL_REPEATS 32
 /* One drafter × depth × workload × concurrency cell of a sweep's runs.csv,
  * repeats averaged (NaN values skipped). Drafter "none" is depth 0. */
 typedef struct {
@@ -157,6 +164,8 @@ typedef struct {
     double pos[SIM_MAX_POS];                        /* per-position rates (pos_i columns) */
     int n_dir;
     char dir[8][256];                               /* the repeats' run directories, relative to the sweep */
+    int n_vals;                                     /* repeats kept below (the first SIM_CELL_REPEATS) */
+    double rep_tps[SIM_CELL_REPEATS], rep_tpot[SIM_CELL_REPEATS];   /* each repeat's output tok/s, mean TPOT ms */
 } sim_sweep_cell;
 /* Reads DIR/runs.csv (written by `specbed sweep`); *out is malloc'd. */
 int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, size_t errlen);
@@ -249,6 +258,7 @@ typedef struct {
     const cost_curve *cost;
     double draft_s_per_token, chars_per_token;
     double step_overhead_s;    /* < 0: per concurrency and workload from the sweep's depth-0 cells */
+    double request_overhead_s; /* < 0: per workload from its lowest-concurrency depth-0 cell */
     double think_s;            /* < 0: per concurrency from the sweep's depth-0 cells (see sim_compare.c) */
     int repeats, max_running, row_budget;
     uint64_t seed;

@@ -175,6 +175,10 @@ int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, si
             if (i + 1 > x->n_pos) x->n_pos = i + 1;
         }
         if (x->n_dir < 8) snprintf(x->dir[x->n_dir++], sizeof x->dir[0], "%s", csvt_get(&t, r, "dir"));
+        if (x->n_vals < SIM_CELL_REPEATS) {
+            x->rep_tps[x->n_vals] = csvt_num(&t, r, "output_throughput");
+            x->rep_tpot[x->n_vals++] = csvt_num(&t, r, "mean_tpot_ms");
+        }
         x->n_rep++;
     }
     csvt_free(&t);

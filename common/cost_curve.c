@@ -152,6 +152,9 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
         c->draft_seconds_per_token = ds->valuedouble;
     const cJSON *lg = cJSON_GetObjectItemCaseSensitive(j, "logits_seconds_per_row");
     if (cJSON_IsNumber(lg) && lg->valuedouble > 0 && isfinite(lg->valuedouble)) c->logits_seconds_per_row = lg->valuedouble;
+    const cJSON *cx = cJSON_GetObjectItemCaseSensitive(j, "context_seconds_per_row_token");
+    if (cJSON_IsNumber(cx) && cx->valuedouble > 0 && isfinite(cx->valuedouble))
+        c->context_seconds_per_row_token = cx->valuedouble;
     const cJSON *dst = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_step");
     if (cJSON_IsNumber(dst) && dst->valuedouble > 0 && isfinite(dst->valuedouble))
         c->draft_seconds_per_step = dst->valuedouble;
@@ -226,6 +229,8 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
     cJSON_AddNumberToObject(j, "draft_seconds_per_token", c->draft_seconds_per_token);
     if (c->draft_seconds_per_step > 0) cJSON_AddNumberToObject(j, "draft_seconds_per_step", c->draft_seconds_per_step);
     if (c->logits_seconds_per_row > 0) cJSON_AddNumberToObject(j, "logits_seconds_per_row", c->logits_seconds_per_row);
+    if (c->context_seconds_per_row_token > 0)
+        cJSON_AddNumberToObject(j, "context_seconds_per_row_token", c->context_seconds_per_row_token);
     if (c->n_by_seqs) {
         cJSON *bs = cJSON_AddArrayToObject(j, "by_sequences");
         for (int i = 0; i < c->n_by_seqs; i++) {

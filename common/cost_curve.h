@@ -7,7 +7,8 @@
  *   {"model": DIR, "threads": T, "history": H, "tp": N,
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
  *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional),
- *    "logits_seconds_per_row": L (optional)}
+ *    "logits_seconds_per_row": L (optional),
+    "context_seconds_per_row_token": A (optional)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
@@ -47,6 +48,11 @@ typedef struct {
     double logits_seconds_per_row;     /* what one row's lm_head costs: every verify row the curves
                                           count needs its logits, a prompt chunk only its last row's
                                           (so a chunk costs the curve less this per other row); 0 = none */
+    double context_seconds_per_row_token; /* attention: what one row pays per token of context it
+                                          attends to. The curves were measured with `history` tokens in
+                                          every sequence, so a step whose spans start at other lengths
+                                          (a fresh prompt: 0) costs this × Σ rows × (start − history)
+                                          more; 0 = none */
     double draft_seconds_per_step;     /* a drafting step's fixed cost per sequence (the drafter's
                                           catch-up over the tokens just committed, a block drafter's
                                           one pass), beside the per-token one; 0 = none */

@@ -173,6 +173,18 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             t->logits_seconds_per_row = all > last ? (all - last) / (B - 1) : 0;
         }
     }
+    /* attention per token of context: the same B-row prompt chunk after
+     * `history` tokens and as a fresh prompt (each row attends to history
+     * more positions in the first); the last use of seqs[0]'s history */
+    {
+        int B = max_rows < 64 ? max_rows : 64;
+        double at_h, at_0;
+        if (time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &at_h, err, errlen))
+            goto out;
+        kv_truncate(e->kv, seqs[0], 0);
+        if (time_step_last(e, seqs[0], B, toks, 0, reps, lrows, logits, times, &at_0, err, errlen)) goto out;
+        t->context_seconds_per_row_token = at_h > at_0 ? (at_h - at_0) / ((double)B * history) : 0;
+    }
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
     t->threads = kb_threads();
     t->history = history;

@@ -77,12 +77,31 @@ grep -q 'within 10%' "$WORK/cmp.txt" && [ -s "$WORK/cmp/compare.csv" ] && [ -s "
 printf '{"rows": [1, 8, 64, 512], "seconds_per_step": [0.0002, 0.0004, 0.002, 0.012]}' >"$WORK/fast.json"
 run --sweep "$WORK/sweep" --cost-table "$WORK/fast.json" --compare --step-overhead-ms auto --repeats 3 \
     --out "$WORK/cmp2" >"$WORK/cmp2.txt" 2>&1 || fail "--step-overhead-ms auto exited $?: $(tail -3 "$WORK/cmp2.txt")"
-grep -q 'host overhead per step, from the depth-0 cells' "$WORK/cmp2/compare.md" || fail "auto overhead not reported"
+grep -q 'host overhead, per workload, fitted to its depth-0 cells' "$WORK/cmp2/compare.md" || fail "auto overhead not reported"
 awk -F, '$1 == "\"none\"" { t = $9 } END { exit !(t > 0.97 && t < 1.03) }' "$WORK/cmp2/compare.csv" ||
   fail "depth-0 simulated TPOT with auto overhead is not the measured 1.0 ms: $(grep none "$WORK/cmp2/compare.csv")"
+grep -q 'within 10% or inside the measured 95% interval' "$WORK/cmp2/compare.md" || fail "interval agreement not reported"
+head -1 "$WORK/cmp2/compare.csv" | grep -q 'measured_mean_tpot_ms_ci95_lo' || fail "compare.csv lacks the measured intervals"
+# --request-overhead-ms auto: the server's time before a request's first step, calibrated on the
+# depth-0 cell at the lowest concurrency, makes its simulated TTFT the measured 15 ms
+run --sweep "$WORK/sweep" --cost-table "$WORK/fast.json" --compare --step-overhead-ms auto --request-overhead-ms auto \
+    --repeats 3 --out "$WORK/cmp3" >"$WORK/cmp3.txt" 2>&1 || fail "--request-overhead-ms auto exited $?: $(tail -3 "$WORK/cmp3.txt")"
+grep -q 'server time per request before its first step, per workload' "$WORK/cmp3/compare.md" || fail "request overhead not reported"
+awk -F, '$1 == "\"none\"" { t = $12 } END { exit !(t > 14.9 && t < 15.1) }' "$WORK/cmp3/compare.csv" ||
+  fail "depth-0 simulated TTFT with auto request overhead is not the measured 15 ms: $(grep none "$WORK/cmp3/compare.csv")"
+# --think-ms auto: 8 requests in 0.8 s (10 req/s) of 50 ms each at concurrency 1 are 8 waits and 7
+# pauses: 0.8 s = 8 x 50 ms + 7 x 57.1 ms (not 1/10 s - 50 ms = 50 ms)
+mkdir -p "$WORK/sweep4"
+sed 's/,8,900,14,512,15,1.0,80,/,8,900,10,512,15,1.0,50,/' "$WORK/sweep/runs.csv" >"$WORK/sweep4/runs.csv"
+run --sweep "$WORK/sweep4" --cost-table "$WORK/fast.json" --compare --think-ms auto --repeats 3 --out "$WORK/cmp4" \
+    >"$WORK/cmp4.txt" 2>&1 || fail "--think-ms auto exited $?: $(tail -3 "$WORK/cmp4.txt")"
+grep -q 'c=1: 57.1 ms' "$WORK/cmp4/compare.md" || fail "client pause not 57.1 ms: $(grep 'think' "$WORK/cmp4/compare.md")"
 run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --step-overhead-ms auto --depths 0 --rate 1 \
     --duration 5 --quiet --out "$WORK/bad" >/dev/null 2>"$WORK/bad.err" && fail "--step-overhead-ms auto without --compare accepted"
 grep -q 'auto is for --compare' "$WORK/bad.err" || fail "auto overhead refusal unclear: $(cat "$WORK/bad.err")"
+run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --request-overhead-ms auto --depths 0 --rate 1 \
+    --duration 5 --quiet --out "$WORK/bad" >/dev/null 2>"$WORK/bad.err" && fail "--request-overhead-ms auto without --compare accepted"
+grep -q 'request-overhead-ms auto is for --compare' "$WORK/bad.err" || fail "auto request overhead refusal unclear: $(cat "$WORK/bad.err")"
 # and the sweep as an acceptance source
 run --sweep "$WORK/sweep" --cost-table "$WORK/cost.json" --depths 0-2 --rate 1 --duration 20 --repeats 2 --quiet \
     --out "$WORK/s" >/dev/null 2>"$WORK/s.err" || fail "--sweep as acceptance failed: $(tail -3 "$WORK/s.err")"

@@ -37,6 +37,11 @@ for c in j["by_sequences"]:
 # less than a whole 1-row step
 lm = j.get("logits_seconds_per_row", 0)
 assert 0 <= lm < j["seconds_per_step"][0], "lm_head per row %g against a 1-row step %g" % (lm, j["seconds_per_step"][0])
+# attention per context token: the same chunk after `history` tokens vs as a
+# fresh prompt; a difference too, so absent when noise made it ≤ 0; when there,
+# less than a whole row's cost per token of history
+cx = j.get("context_seconds_per_row_token", 0)
+assert 0 <= cx < j["seconds_per_step"][0] / j["history"], "context cost %g per row-token" % cx
 assert j["draft_seconds_per_token"] >= 0 and j.get("draft_seconds_per_step", 0) >= 0
 assert j["tp"] == 1 and j["threads"] == 1 and j["history"] > 0
 EOF

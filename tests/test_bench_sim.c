@@ -127,6 +127,46 @@ static void test_hand_cases(void) {
     CHECK(!sim_run(&c, &r, err, sizeof err));
     CHECK(NEAR(r.rec[0].first_s, 2 * 2.4e-3 + 1.6e-3) && NEAR(r.rec[0].finish_s, 2 * 2.4e-3 + 1.6e-3 + 1e-3));
     sim_result_free(&r);
+    /* attention beyond the table's history: 0.01 ms per row per context token, table at history 5.
+     * Prefill of 10 rows from 0: 10 − 10 × 5 × 0.01 = 9.5 ms; decode rows start at 10, then 11
+     * (the KV holds the prompt and all but the last token): 1 + 5 × 0.01, 1 + 6 × 0.01 */
+    cost_curve lin_ctx = linear_1ms;
+    lin_ctx.history = 5;
+    lin_ctx.context_seconds_per_row_token = 0.01e-3;
+    c = one(&lin_ctx, 0, NULL, 10, 3, 1, 1);
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 9.5e-3) && NEAR(r.rec[0].finish_s, 9.5e-3 + 1.05e-3 + 1.06e-3));
+    sim_result_free(&r);
+    /* a table without its history says nothing about context: no term */
+    lin_ctx.history = 0;
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 10e-3) && NEAR(r.rec[0].finish_s, 12e-3));
+    sim_result_free(&r);
+    /* host time per committed token, 0.1 ms: the prefill step commits the first token (1 ms + 0.1),
+     * then with every draft accepted at depth 3 a step commits 4 (1 ms + 0.4): 9 tokens = 1 + 4 + 4 */
+    c = one(&flat_1ms, 3, &all, 10, 9, 1, 1);
+    c.token_overhead_s = 0.1e-3;
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 1.1e-3) && NEAR(r.rec[0].finish_s, 1.1e-3 + 2 * 1.4e-3));
+    sim_result_free(&r);
+    /* expected tokens with p = 0.5 at depth 2: E(2) = 1 + 0.5 + 0.5 = 2 → each decode step 1 + 0.2 ms */
+    sim_accept half = acc_of(0.5, 8);
+    c = one(&flat_1ms, 2, &half, 10, 400, 1, 1);
+    c.token_overhead_s = 0.1e-3;
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    /* (the last step or two draft fewer: ≤ 2 × 0.1 ms over ~200 steps) */
+    CHECK(CLOSE((r.rec[0].finish_s - r.rec[0].first_s) / (r.rec[0].steps - 1), 1.2e-3, 0.002e-3));
+    sim_result_free(&r);
+    /* the server's 2 ms per request before its first step: in TTFT and E2E; two requests arriving
+     * together still share their steps */
+    c = one(&flat_1ms, 0, NULL, 10, 3, 2, 2);
+    c.request_overhead_s = 2e-3;
+    CHECK(!sim_run(&c, &r, err, sizeof err));
+    CHECK(NEAR(r.rec[0].first_s, 3e-3) && NEAR(r.rec[1].first_s, 3e-3) && NEAR(r.rec[1].finish_s, 5e-3) &&
+          NEAR(r.m[SIM_M_MEAN_TTFT], 3.0) && NEAR(r.m[SIM_M_STEPS], 3));
+    sim_result_free(&r);
+    c.request_overhead_s = -1;
+    CHECK(sim_run(&c, &r, err, sizeof err) == -1 && strstr(err, "overhead"));
     /* prefill chunk 4: a 10-token prompt takes 3 steps (4 + 4 + 2) */
     c = one(&flat_1ms, 0, NULL, 10, 2, 1, 1);
     c.prefill_chunk = 4;

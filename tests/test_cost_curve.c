@@ -109,7 +109,7 @@ int main(void) {
     agree(path, "profile JSON with per-sequence curves");
     snprintf(text, sizeof text, "{\"rows\": [1, 8], \"seconds_per_step\": [0.001, 0.008], "
              "\"draft_seconds_per_token\": 0.0002, \"draft_seconds_per_step\": 0.0003, "
-             "\"logits_seconds_per_row\": 0.00001, %s", seq_curves);
+             "\"logits_seconds_per_row\": 0.00001, \"context_seconds_per_row_token\": 0.00000007, %s", seq_curves);
     put(path, text);
     CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_by_seqs == 2 && c.by_seqs[0].seqs == 1);
     CHECK(near(cost_curve_at_seqs(&c, 1, 8), 0.004) && near(cost_curve_at_seqs(&c, 4, 8), 0.006));
@@ -121,7 +121,8 @@ int main(void) {
     cost_curve back;   /* saved and read back: the same curves */
     CHECK(!cost_curve_save(&c, path, err, sizeof err) && !cost_curve_load(&back, path, err, sizeof err));
     CHECK(back.n_by_seqs == 2 && near(cost_curve_at_seqs(&back, 2, 8), cost_curve_at_seqs(&c, 2, 8)) &&
-          near(back.draft_seconds_per_step, 0.0003) && near(back.logits_seconds_per_row, 0.00001));
+          near(back.draft_seconds_per_step, 0.0003) && near(back.logits_seconds_per_row, 0.00001) &&
+          near(c.context_seconds_per_row_token, 7e-8) && near(back.context_seconds_per_row_token, 7e-8));
     /* bench_engine's CSV: one curve per batch */
     put(path, "metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,1.0,ms\nforward_ms,1,4,2.0,ms\n"
               "forward_ms,4,1,2.5,ms\nforward_ms,4,2,4.0,ms\n");
