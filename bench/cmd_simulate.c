@@ -269,7 +269,7 @@ int cmd_simulate(int argc, char **argv) {
     char err[2048];
     cost_curve cost;
     if (cost_curve_load(&cost, o.cost_path, err, sizeof err)) { fprintf(stderr, "%s: %s\n", CMD, err); return 2; }
-    double draft_s = o.draft_s >= 0 ? o.draft_s : cost.draft_seconds_per_token;
+    double draft_s = o.draft_s;   /* < 0: the table's, per drafting batch */
 
     char outdir[1100];
     if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);

@@ -50,6 +50,7 @@ void sim_config_defaults(sim_config *c) {
     c->burstiness = 1;
     c->prompt_len = 256;
     c->output_len = 128;
+    c->draft_s_per_token = -1;   /* the cost table's */
     c->profile.n = 1;
     c->profile.ph[0].dur_s = 60;
     c->profile.ph[0].concurrency = 1;
@@ -341,6 +342,7 @@ static int batch_start(sim *s, int r, double t) {
     const double H = c->cost->history, per_ctx = H > 0 ? c->cost->context_seconds_per_row_token : 0;
     double ctx = 0;
     double tokens = 0;                /* expected tokens the step commits (first tokens included) */
+    double begun = 0;                 /* prompt tokens of requests whose drafter begins: their prefill ends */
     for (int i = 0; i < R->n_run; i++) {
         req *q = &s->pool[R->run[i]];
         q->k = q->chunk = 0;
@@ -373,11 +375,17 @@ static int batch_start(sim *s, int r, double t) {
         no_logits += chunk - (chunk > 0 && q->fed + chunk >= q->prompt);   /* only a last chunk's last row */
         ctx += chunk * (q->fed - H);
         tokens += chunk > 0 && q->fed + chunk >= q->prompt;
+        if (c->depth > 0 && chunk > 0 && q->fed + chunk >= q->prompt) begun += q->prompt;
     }
     double full = cost_curve_at_seqs(c->cost, n_seqs, rows);
     double less = no_logits * c->cost->logits_seconds_per_row - ctx * per_ctx;
-    double dt = (less < 0.75 * full ? full - less : 0.25 * full) + n_drafting * c->cost->draft_seconds_per_step +
-                drafted * c->draft_s_per_token + c->step_overhead_s + tokens * c->token_overhead_s;
+    /* the drafter, batched over the step's drafting sequences (the table's
+     * per-batch figures; a given per-token cost overrides the table's) */
+    double F, T;
+    cost_curve_draft_at(c->cost, n_drafting > 0 ? n_drafting : 1, &F, &T);
+    if (c->draft_s_per_token >= 0) T = c->draft_s_per_token;
+    double dt = (less < 0.75 * full ? full - less : 0.25 * full) + n_drafting * F + drafted * T + begun * c->cost->draft_seconds_per_prompt_token +
+                c->step_overhead_s + tokens * c->token_overhead_s;
     if (!(dt > 0)) dt = 1e-9;
     s->rows_sum += rows;
     s->steps++;

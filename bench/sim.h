@@ -13,8 +13,9 @@
  *     same caps as spec/spec_batch.c), then prompt chunks of prefilling
  *     requests in admission order with the rows left (≤ prefill_chunk each
  *     when that is set);
- *   - step seconds = cost_curve_at(rows) + drafted × draft_s_per_token
- *     + step_overhead_s;
+ *   - step seconds = the cost table at the step's rows and sequences
+ *     (SIMULATE.md lists its terms) + the drafter's cost batched over the
+ *     drafting sequences + host overheads;
  *   - at the step's end a prompt whose last chunk ran yields its first token
  *     (TTFT), and each decoding request commits a + 1 tokens: a accepted
  *     drafts, sampled position by position with the conditional rates
@@ -76,7 +77,7 @@ typedef struct {
     int row_budget;            /* rows per step (verify rows + prompt chunks), ≥ max_running */
     int prefill_chunk;         /* most prompt rows of one request per step; 0 = no cap */
     const cost_curve *cost;    /* seconds per step vs rows (borrowed) */
-    double draft_s_per_token;  /* seconds per drafted token */
+    double draft_s_per_token;  /* seconds per drafted token; < 0: the table's (per drafting batch) */
     double step_overhead_s;    /* fixed host time per step (scheduling, sampling, HTTP) */
     double token_overhead_s;   /* host time per token a step commits (detokenising, stop strings,
                                 * the stream's bytes and, on a shared machine, the client's parse of

@@ -273,9 +273,16 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
     }
     free(ov);
     strbuf b = {0};
-    strbuf_printf(&b, "Measured (%s) vs simulated (cost: %s; draft %.3g ms/step + %.3g ms/token; %d seeded "
-                      "repeat(s) per cell)\n\n", o->sweep_dir, o->cost->source, o->cost->draft_seconds_per_step * 1e3,
-                  o->draft_s_per_token * 1e3, o->repeats);
+    strbuf_printf(&b, "Measured (%s) vs simulated (cost: %s; draft at batch 1 %.3g ms/step + %.3g ms/token",
+                  o->sweep_dir, o->cost->source, o->cost->draft_seconds_per_step * 1e3,
+                  (o->draft_s_per_token >= 0 ? o->draft_s_per_token : o->cost->draft_seconds_per_token) * 1e3);
+    for (int i = 0; i < o->cost->n_draft_by_seqs; i++)
+        if (o->cost->draft_by_seqs[i].seqs > 1)
+            strbuf_printf(&b, ", at %d: %.3g + %.3g", o->cost->draft_by_seqs[i].seqs,
+                          o->cost->draft_by_seqs[i].per_step * 1e3,
+                          (o->draft_s_per_token >= 0 ? o->draft_s_per_token : o->cost->draft_by_seqs[i].per_token) * 1e3);
+    strbuf_printf(&b, "; %.3g ms per prompt token when a drafter begins; %d seeded repeat(s) per cell)\n\n",
+                  o->cost->draft_seconds_per_prompt_token * 1e3, o->repeats);
     if (o->step_overhead_s < 0) {
         strbuf_printf(&b, "host overhead, per workload, fitted to its depth-0 cells (measured mean TPOT - simulated "
                           "with no overhead = per step + per token x concurrency):");

@@ -88,6 +88,42 @@ double cost_curve_at_seqs(const cost_curve *c, double seqs, double r) {
     return ya + (yb - ya) * w;
 }
 
+void cost_curve_draft_at(const cost_curve *c, double seqs, double *per_step, double *per_token) {
+    *per_step = c->draft_seconds_per_step;
+    *per_token = c->draft_seconds_per_token;
+    if (c->n_draft_by_seqs == 0) return;
+    int hi = 0;
+    while (hi < c->n_draft_by_seqs && c->draft_by_seqs[hi].seqs < seqs) hi++;
+    if (hi == c->n_draft_by_seqs) hi--;
+    int lo = hi > 0 && c->draft_by_seqs[hi].seqs > seqs ? hi - 1 : hi;
+    const cost_draft_point *a = &c->draft_by_seqs[lo], *b = &c->draft_by_seqs[hi];
+    double w = lo == hi || !(seqs > a->seqs) ? 0 : (seqs - a->seqs) / (double)(b->seqs - a->seqs);
+    *per_step = a->per_step + (b->per_step - a->per_step) * w;
+    *per_token = a->per_token + (b->per_token - a->per_token) * w;
+}
+
+/* "draft_by_sequences" into c: ascending, distinct sequence counts, costs ≥ 0. */
+static int load_draft_by_seqs(cost_curve *c, const cJSON *ds, const char *path, char *err, size_t errlen) {
+    if (!ds) return 0;
+    if (!cJSON_IsArray(ds) || cJSON_GetArraySize(ds) > COST_MAX_SEQ_CURVES)
+        return errf(err, errlen, "%s: \"draft_by_sequences\" must be an array of at most %d entries", path,
+                    COST_MAX_SEQ_CURVES);
+    int idx = 0;
+    for (const cJSON *e = ds->child; e; e = e->next, idx++) {
+        const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "sequences");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "seconds_per_step");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "seconds_per_token");
+        if (!cJSON_IsNumber(sq) || !(sq->valuedouble >= 1 && sq->valuedouble <= 65536) || !cJSON_IsNumber(f) ||
+            !cJSON_IsNumber(t) || !(f->valuedouble >= 0) || !(t->valuedouble >= 0) || !isfinite(f->valuedouble) ||
+            !isfinite(t->valuedouble) || (idx > 0 && sq->valueint <= c->draft_by_seqs[idx - 1].seqs))
+            return errf(err, errlen, "%s: draft_by_sequences[%d] needs \"sequences\" ≥ 1 (ascending) and "
+                        "\"seconds_per_step\", \"seconds_per_token\" ≥ 0", path, idx);
+        c->draft_by_seqs[idx] = (cost_draft_point){sq->valueint, f->valuedouble, t->valuedouble};
+    }
+    c->n_draft_by_seqs = idx;
+    return 0;
+}
+
 /* "by_sequences" entries into c; an absent member is fine, a malformed one is not. */
 static int load_by_seqs(cost_curve *c, const cJSON *bs, const char *path, char *err, size_t errlen) {
     if (!bs) return 0;
@@ -155,6 +191,9 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     const cJSON *cx = cJSON_GetObjectItemCaseSensitive(j, "context_seconds_per_row_token");
     if (cJSON_IsNumber(cx) && cx->valuedouble > 0 && isfinite(cx->valuedouble))
         c->context_seconds_per_row_token = cx->valuedouble;
+    const cJSON *dpt = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_prompt_token");
+    if (cJSON_IsNumber(dpt) && dpt->valuedouble > 0 && isfinite(dpt->valuedouble))
+        c->draft_seconds_per_prompt_token = dpt->valuedouble;
     const cJSON *dst = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_step");
     if (cJSON_IsNumber(dst) && dst->valuedouble > 0 && isfinite(dst->valuedouble))
         c->draft_seconds_per_step = dst->valuedouble;
@@ -167,6 +206,7 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (cJSON_IsString(m)) snprintf(c->model, sizeof c->model, "%s", m->valuestring);
     int rc = load_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "by_sequences"), path, err, errlen);
+    if (!rc) rc = load_draft_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "draft_by_sequences"), path, err, errlen);
     cJSON_Delete(j);
     return rc;
 }
@@ -231,6 +271,18 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
     if (c->logits_seconds_per_row > 0) cJSON_AddNumberToObject(j, "logits_seconds_per_row", c->logits_seconds_per_row);
     if (c->context_seconds_per_row_token > 0)
         cJSON_AddNumberToObject(j, "context_seconds_per_row_token", c->context_seconds_per_row_token);
+    if (c->draft_seconds_per_prompt_token > 0)
+        cJSON_AddNumberToObject(j, "draft_seconds_per_prompt_token", c->draft_seconds_per_prompt_token);
+    if (c->n_draft_by_seqs) {
+        cJSON *ds = cJSON_AddArrayToObject(j, "draft_by_sequences");
+        for (int i = 0; i < c->n_draft_by_seqs; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToArray(ds, e);
+            cJSON_AddNumberToObject(e, "sequences", c->draft_by_seqs[i].seqs);
+            cJSON_AddNumberToObject(e, "seconds_per_step", c->draft_by_seqs[i].per_step);
+            cJSON_AddNumberToObject(e, "seconds_per_token", c->draft_by_seqs[i].per_token);
+        }
+    }
     if (c->n_by_seqs) {
         cJSON *bs = cJSON_AddArrayToObject(j, "by_sequences");
         for (int i = 0; i < c->n_by_seqs; i++) {

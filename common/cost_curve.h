@@ -8,7 +8,10 @@
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
  *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional),
  *    "logits_seconds_per_row": L (optional),
-    "context_seconds_per_row_token": A (optional)}
+    "context_seconds_per_row_token": A (optional),
+    "draft_seconds_per_prompt_token": B (optional),
+    "draft_by_sequences": [{"sequences": n, "seconds_per_step": F_n,
+                            "seconds_per_token": T_n}, ...] (optional)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
@@ -40,6 +43,13 @@ typedef struct {
     double rows[COST_SEQ_POINTS], seconds[COST_SEQ_POINTS];   /* as the main curve: ascending, non-decreasing */
 } cost_seq_curve;
 
+/* The drafter's cost when n sequences draft in one step (a drafter batches
+ * them: one MTP or DSpark pass, one draft-model forward for all). */
+typedef struct {
+    int seqs;
+    double per_step, per_token;        /* seconds per drafting sequence; per drafted token */
+} cost_draft_point;
+
 typedef struct {
     int n;
     double rows[COST_MAX_POINTS];      /* ascending, ≥ 1 */
@@ -56,6 +66,12 @@ typedef struct {
     double draft_seconds_per_step;     /* a drafting step's fixed cost per sequence (the drafter's
                                           catch-up over the tokens just committed, a block drafter's
                                           one pass), beside the per-token one; 0 = none */
+    double draft_seconds_per_prompt_token; /* a request's first proposal: the drafter's pass over
+                                          its prompt (an MTP head or draft model filling its own
+                                          cache), per prompt token; 0 = none */
+    int n_draft_by_seqs;               /* draft cost per drafting batch, ascending seqs; 0 = only
+                                          the batch-1 figures above */
+    cost_draft_point draft_by_seqs[COST_MAX_SEQ_CURVES];
     int threads, history;              /* how it was measured (0 = unknown) */
     int tp;                            /* tensor-parallel degree it was measured at (0 = unknown) */
     char model[512];
@@ -79,4 +95,10 @@ int    cost_curve_add_seqs(cost_curve *c, int seqs, const double *rows, const do
  * measured around it (the nearest one past either end); cost_curve_at when
  * the table has none. */
 double cost_curve_at_seqs(const cost_curve *c, double seqs, double rows);
+/* The draft cost when `seqs` sequences draft together: per drafting
+ * sequence and per drafted token, linear in seqs between the two batches
+ * measured around it (the nearest past either end); the batch-1 figures
+ * (draft_seconds_per_step, draft_seconds_per_token) when the table has no
+ * per-batch ones. */
+void   cost_curve_draft_at(const cost_curve *c, double seqs, double *per_step, double *per_token);
 #endif

@@ -56,40 +56,44 @@ static int time_step_last(gen_engine *e, int seq, int B, const int *tok, int his
     return time_batch(e, &fb, &fo, history, reps, times, median, err, errlen);
 }
 
-/* One greedy sequence of max_tokens after the history prompt at `depth`:
- * its drafting seconds, drafted tokens and verify steps. */
-static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, int depth, int max_tokens, double *sec,
-                     double *drafted, double *steps, char *err, size_t errlen) {
-    gen_result r;
+/* n greedy sequences (the same history prompt) of max_tokens at `depth`,
+ * drafted together: the drafting seconds, drafted tokens and verify steps. */
+static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, int n, int depth, int max_tokens,
+                     double *sec, double *drafted, double *steps, char *err, size_t errlen) {
+    gen_result r[8];
+    const int *pp[8];
+    int np[8];
+    for (int i = 0; i < n; i++) { pp[i] = toks; np[i] = history; }
     spec_params sp = {.gen = {.max_tokens = max_tokens, .ignore_eos = 1}, .depth = depth};
     spec_timing tm;
-    const int *pp = toks;
-    int n = history;
-    if (spec_run(e, d, &pp, &n, 1, &sp, NULL, NULL, &r, &tm, err, errlen)) return -1;
-    gen_results_free(&r, 1);
+    if (spec_run(e, d, pp, np, n, &sp, NULL, NULL, r, &tm, err, errlen)) return -1;
+    gen_results_free(r, n);
     *sec = tm.counters.draft_s;
     *drafted = (double)tm.counters.drafted_tokens;
     *steps = (double)tm.steps;
     return 0;
 }
 
-/* The drafter's cost at batch 1 as draft seconds per step = F + d·T (d
- * drafted tokens): a drafter catches up on the tokens just committed once
- * per step (F; a block drafter's one pass is all F) and runs a chained pass
- * per further token (T). Measured at depths 1 and 4, each as the
- * difference of a long and a short sequence, so the first proposal's
+/* The drafter's cost with n sequences drafting in each step, as seconds per
+ * step = n·F + d·T (d drafted tokens in the step): a drafter catches up on
+ * the tokens just committed once per step and sequence (F; a block
+ * drafter's one pass is all F) and runs a chained pass per further token
+ * (T); n sequences share those passes. Measured at depths 1 and 4, each as
+ * the difference of a long and a short run, so the first proposal's
  * catch-up over the whole prompt (an MTP head or draft model prefilling its
- * own cache: ~2 ms here, a third of a short run's drafting) and the first
- * calls' warm-up cancel out. */
-static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks, int history, char *err,
-                      size_t errlen) {
+ * own cache: ~2 ms here) and the first calls' warm-up cancel out; that
+ * catch-up is the short depth-1 run's drafting time beyond its steps' share,
+ * *begin_s per prompt (n = 1 only). */
+static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, int n, double *F_out,
+                     double *T_out, double *begin_s, char *err, size_t errlen) {
     const int depth[2] = {1, 4};
-    double per_step[2], dps[2];
+    double per_step[2], dps[2], short_s = 0, short_steps = 0;
     for (int i = 0; i < 2; i++) {
         double s0, d0, n0, s1, d1, n1;
-        if (draft_run(e, d, toks, history, depth[i], 16, &s0, &d0, &n0, err, errlen) ||
-            draft_run(e, d, toks, history, depth[i], 112, &s1, &d1, &n1, err, errlen))
+        if (draft_run(e, d, toks, history, n, depth[i], 16, &s0, &d0, &n0, err, errlen) ||
+            draft_run(e, d, toks, history, n, depth[i], 112, &s1, &d1, &n1, err, errlen))
             return -1;
+        if (i == 0) { short_s = s0; short_steps = n0; }
         if (!(n1 > n0)) { per_step[i] = dps[i] = 0; continue; }
         per_step[i] = (s1 - s0) / (n1 - n0);
         dps[i] = (d1 - d0) / (n1 - n0);
@@ -99,11 +103,36 @@ static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks,
         T = dps[1] > 0 ? per_step[1] / dps[1] : 0;
         F = 0;
     } else {
-        F = per_step[0] - dps[0] * T;
+        F = (per_step[0] - dps[0] * T) / n;
         if (F < 0) { F = 0; T = dps[1] > 0 ? per_step[1] / dps[1] : T; }
     }
-    t->draft_seconds_per_token = T > 0 ? T : 0;
-    t->draft_seconds_per_step = F;
+    *F_out = F;
+    *T_out = T > 0 ? T : 0;
+    if (begin_s) {
+        double b = short_s - short_steps * per_step[0];
+        *begin_s = b > 0 ? b : 0;
+    }
+    return 0;
+}
+
+/* The draft cost at batch 1 (the table's draft_seconds_per_step/_token and
+ * per prompt token) and per drafting batch of 1, 2, 4, 8 sequences (as many
+ * as the engine holds): a server drafts for all its decoding requests in
+ * one call, which costs less per sequence than that many batch-1 calls. */
+static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks, int history, char *err,
+                      size_t errlen) {
+    const int S = e->opts.max_seqs < 8 ? e->opts.max_seqs : 8;
+    t->n_draft_by_seqs = 0;
+    for (int n = 1; n <= S && t->n_draft_by_seqs < COST_MAX_SEQ_CURVES; n *= 2) {
+        double F, T, begin;
+        if (draft_fit(e, d, toks, history, n, &F, &T, n == 1 ? &begin : NULL, err, errlen)) return -1;
+        if (n == 1) {
+            t->draft_seconds_per_step = F;
+            t->draft_seconds_per_token = T;
+            t->draft_seconds_per_prompt_token = begin / history;
+        }
+        t->draft_by_seqs[t->n_draft_by_seqs++] = (cost_draft_point){n, F, T};
+    }
     return 0;
 }
 

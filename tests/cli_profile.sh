@@ -43,6 +43,13 @@ assert 0 <= lm < j["seconds_per_step"][0], "lm_head per row %g against a 1-row s
 cx = j.get("context_seconds_per_row_token", 0)
 assert 0 <= cx < j["seconds_per_step"][0] / j["history"], "context cost %g per row-token" % cx
 assert j["draft_seconds_per_token"] >= 0 and j.get("draft_seconds_per_step", 0) >= 0
+# the drafter per drafting batch: 1, 2, 4, 8 sequences (the fixture engine holds 8), costs >= 0,
+# batch 1 the same figures as the top-level ones
+db = j["draft_by_sequences"]
+assert [e["sequences"] for e in db] == [1, 2, 4, 8], db
+assert all(e["seconds_per_step"] >= 0 and e["seconds_per_token"] >= 0 for e in db), db
+assert db[0]["seconds_per_token"] == j["draft_seconds_per_token"], db
+assert j.get("draft_seconds_per_prompt_token", 0) >= 0
 assert j["tp"] == 1 and j["threads"] == 1 and j["history"] > 0
 EOF
 # the table it wrote is one the simulator and the report read

@@ -133,6 +133,37 @@ int main(void) {
     CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "by_sequences[0]"));
     put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"by_sequences\": {}}");
     CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "by_sequences"));
+    /* the draft cost per drafting batch: linear in the batch between the points, the nearest past the
+     * ends, the batch-1 figures without any; saved and read back; malformed ones refused by entry */
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_seconds_per_step\": 0.0004, "
+              "\"draft_seconds_per_token\": 0.0002, \"draft_seconds_per_prompt_token\": 0.00001, "
+              "\"draft_by_sequences\": [{\"sequences\": 1, \"seconds_per_step\": 0.0004, \"seconds_per_token\": 0.0002}, "
+              "{\"sequences\": 4, \"seconds_per_step\": 0.0001, \"seconds_per_token\": 0.00005}]}");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_draft_by_seqs == 2 &&
+          near(c.draft_seconds_per_prompt_token, 0.00001));
+    double F, T;
+    cost_curve_draft_at(&c, 2, &F, &T);
+    CHECK(near(F, 0.0003) && near(T, 0.00015));
+    cost_curve_draft_at(&c, 8, &F, &T);
+    CHECK(near(F, 0.0001) && near(T, 0.00005));
+    cost_curve_draft_at(&c, 1, &F, &T);
+    CHECK(near(F, 0.0004) && near(T, 0.0002));
+    CHECK(!cost_curve_save(&c, path, err, sizeof err) && !cost_curve_load(&back, path, err, sizeof err));
+    cost_curve_draft_at(&back, 2, &F, &T);
+    CHECK(back.n_draft_by_seqs == 2 && near(F, 0.0003) && near(T, 0.00015) &&
+          near(back.draft_seconds_per_prompt_token, 0.00001));
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_seconds_per_step\": 0.0004, "
+              "\"draft_seconds_per_token\": 0.0002}");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_draft_by_seqs == 0);
+    cost_curve_draft_at(&c, 4, &F, &T);
+    CHECK(near(F, 0.0004) && near(T, 0.0002));
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_by_sequences\": [{\"sequences\": 2, "
+              "\"seconds_per_step\": 0.1, \"seconds_per_token\": 0.1}, {\"sequences\": 2, \"seconds_per_step\": 0.1, "
+              "\"seconds_per_token\": 0.1}]}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "draft_by_sequences[1]"));
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_by_sequences\": [{\"sequences\": 1, "
+              "\"seconds_per_step\": -1, \"seconds_per_token\": 0.1}]}");
+    CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "draft_by_sequences[0]"));
     unlink(path);
     return tu_done("test_cost_curve");
 }
