@@ -95,6 +95,7 @@ typedef struct {
     int prompt, output, fed, gen;  /* prompt rows fed, output tokens committed */
     int replica, steps;
     int k, chunk;                  /* this step: drafts (decoding) or prompt rows (prefilling) */
+    unsigned char drafted;         /* its drafter has begun (its first proposal ran) */
     unsigned char decoding, closed; /* decoding this step; came from a closed-loop client */
     int next_free;
 } req;
@@ -342,7 +343,7 @@ static int batch_start(sim *s, int r, double t) {
     const double H = c->cost->history, per_ctx = H > 0 ? c->cost->context_seconds_per_row_token : 0;
     double ctx = 0;
     double tokens = 0;                /* expected tokens the step commits (first tokens included) */
-    double begun = 0;                 /* prompt tokens of requests whose drafter begins: their prefill ends */
+    double begun = 0;                 /* prompt tokens of requests drafting for the first time */
     for (int i = 0; i < R->n_run; i++) {
         req *q = &s->pool[R->run[i]];
         q->k = q->chunk = 0;
@@ -356,6 +357,10 @@ static int batch_start(sim *s, int r, double t) {
         q->k = k;
         n_seqs++;
         n_drafting += k > 0;
+        if (k > 0 && !q->drafted) {   /* its first proposal catches the drafter up on the prompt */
+            begun += q->prompt;
+            q->drafted = 1;
+        }
         rows += 1 + k * fill;
         drafted += k * fill;
         ctx += (1 + k * fill) * (q->prompt + q->gen - 1 - H);   /* the KV holds the prompt and all but the last token */
@@ -375,7 +380,6 @@ static int batch_start(sim *s, int r, double t) {
         no_logits += chunk - (chunk > 0 && q->fed + chunk >= q->prompt);   /* only a last chunk's last row */
         ctx += chunk * (q->fed - H);
         tokens += chunk > 0 && q->fed + chunk >= q->prompt;
-        if (c->depth > 0 && chunk > 0 && q->fed + chunk >= q->prompt) begun += q->prompt;
     }
     double full = cost_curve_at_seqs(c->cost, n_seqs, rows);
     double less = no_logits * c->cost->logits_seconds_per_row - ctx * per_ctx;

@@ -158,9 +158,9 @@ static void test_hand_cases(void) {
     CHECK(CLOSE((r.rec[0].finish_s - r.rec[0].first_s) / (r.rec[0].steps - 1), 1.2e-3, 0.002e-3));
     sim_result_free(&r);
     /* the drafter per drafting batch: 0.5 ms per sequence alone, 0.25 each when two draft together,
-     * plus 0.1 ms per prompt token in the step where a request's drafter begins (its prefill ends).
-     * Two requests, depth 1, nothing accepted, 3 tokens: prefill 1 ms + 2 × 10 × 0.1; a decode step
-     * of 1 ms + 2 × 0.25; the last token's step drafts nothing (1 ms) */
+     * plus 0.1 ms per prompt token in a request's first drafting step (its first proposal catches the
+     * drafter up on the prompt). Two requests, depth 1, nothing accepted, 3 tokens: prefill 1 ms; a
+     * decode step of 1 ms + 2 × 0.25 + 2 × 10 × 0.1; the last token's step drafts nothing (1 ms) */
     cost_curve flat_d = flat_1ms;
     flat_d.draft_seconds_per_prompt_token = 0.1e-3;
     flat_d.n_draft_by_seqs = 2;
@@ -168,11 +168,11 @@ static void test_hand_cases(void) {
     flat_d.draft_by_seqs[1] = (cost_draft_point){2, 0.25e-3, 0};
     c = one(&flat_d, 1, &none, 10, 3, 2, 2);
     CHECK(!sim_run(&c, &r, err, sizeof err));
-    CHECK(NEAR(r.rec[0].first_s, 3e-3) && NEAR(r.rec[0].finish_s, 3e-3 + 1.5e-3 + 1e-3));
+    CHECK(NEAR(r.rec[0].first_s, 1e-3) && NEAR(r.rec[0].finish_s, 1e-3 + 3.5e-3 + 1e-3));
     sim_result_free(&r);
-    c = one(&flat_d, 1, &none, 10, 3, 1, 1);   /* alone: 0.5 ms per drafting step, 1 ms at begin */
+    c = one(&flat_d, 1, &none, 10, 4, 1, 1);   /* alone: 0.5 ms per drafting step, 1 ms at the first */
     CHECK(!sim_run(&c, &r, err, sizeof err));
-    CHECK(NEAR(r.rec[0].first_s, 2e-3) && NEAR(r.rec[0].finish_s, 2e-3 + 1.5e-3 + 1e-3));
+    CHECK(NEAR(r.rec[0].first_s, 1e-3) && NEAR(r.rec[0].finish_s, 1e-3 + 2.5e-3 + 1.5e-3 + 1e-3));
     sim_result_free(&r);
     c = one(&flat_d, 0, NULL, 10, 3, 1, 1);    /* speculation off: no drafter cost at all */
     CHECK(!sim_run(&c, &r, err, sizeof err));
