@@ -12,6 +12,26 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+#define PASSES 3   /* the cost table's measurements, each taken this many times (median) */
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* history tokens into sequence seq, in chunks the context can take. */
+static int fill_history(gen_engine *e, int seq, const int *toks, int history, char *err, size_t errlen) {
+    for (int done = 0; done < history;) {
+        int c = history - done < e->opts.max_batch_rows ? history - done : e->opts.max_batch_rows;
+        fwd_span sp = {.seq = seq, .n = c, .tokens = toks + done};
+        fwd_batch fb = {.spans = &sp, .n_spans = 1};
+        fwd_out fo = {0};
+        if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) return -1;
+        done += c;
+    }
+    return 0;
+}
+
 /* The median of `reps` runs of the batch fb (its sequences truncated back
  * to `history` after each), after untimed ones: at least 2 calls and 5 ms,
  * since after a different shape the first calls run up to 4x slow for about
@@ -81,19 +101,23 @@ static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, in
  * (T); n sequences share those passes. Measured at depths 1 and 4, each as
  * the difference of a long and a short run, so the first proposal's
  * catch-up over the whole prompt (an MTP head or draft model prefilling its
- * own cache: ~2 ms here) and the first calls' warm-up cancel out; that
- * catch-up is the short depth-1 run's drafting time beyond its steps' share,
- * *begin_s per prompt (n = 1 only). */
+ * own cache: ~2 ms here) and the first calls' warm-up cancel out. That
+ * catch-up, per prompt token, is *begin_per_token (n = 1 only): the short
+ * depth-1 run's drafting time after `history` prompt tokens less the same run's
+ * after history / 4, over the difference in prompt tokens (taking the short
+ * run's time beyond its steps' share instead also counted the first calls'
+ * warm-up: 24–41 µs per prompt token, and the simulated TPOT of every
+ * model drafter's cells came out slow). */
 static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, int n, double *F_out,
-                     double *T_out, double *begin_s, char *err, size_t errlen) {
+                     double *T_out, double *begin_per_token, char *err, size_t errlen) {
     const int depth[2] = {1, 4};
-    double per_step[2], dps[2], short_s = 0, short_steps = 0;
+    double per_step[2], dps[2], short_s = 0;
     for (int i = 0; i < 2; i++) {
         double s0, d0, n0, s1, d1, n1;
         if (draft_run(e, d, toks, history, n, depth[i], 16, &s0, &d0, &n0, err, errlen) ||
             draft_run(e, d, toks, history, n, depth[i], 112, &s1, &d1, &n1, err, errlen))
             return -1;
-        if (i == 0) { short_s = s0; short_steps = n0; }
+        if (i == 0) short_s = s0;
         if (!(n1 > n0)) { per_step[i] = dps[i] = 0; continue; }
         per_step[i] = (s1 - s0) / (n1 - n0);
         dps[i] = (d1 - d0) / (n1 - n0);
@@ -108,9 +132,15 @@ static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, in
     }
     *F_out = F;
     *T_out = T > 0 ? T : 0;
-    if (begin_s) {
-        double b = short_s - short_steps * per_step[0];
-        *begin_s = b > 0 ? b : 0;
+    if (begin_per_token) {
+        int quarter = history / 4;
+        double sq, dq, nq;
+        *begin_per_token = 0;
+        if (quarter >= 1 && history > quarter) {
+            if (draft_run(e, d, toks, quarter, n, 1, 16, &sq, &dq, &nq, err, errlen)) return -1;
+            double b = (short_s - sq) / (history - quarter);
+            *begin_per_token = b > 0 ? b : 0;
+        }
     }
     return 0;
 }
@@ -129,7 +159,7 @@ static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks,
         if (n == 1) {
             t->draft_seconds_per_step = F;
             t->draft_seconds_per_token = T;
-            t->draft_seconds_per_prompt_token = begin / history;
+            t->draft_seconds_per_prompt_token = begin;
         }
         t->draft_by_seqs[t->n_draft_by_seqs++] = (cost_draft_point){n, F, T};
     }
@@ -156,64 +186,83 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
     for (int s = 0; s < S; s++) {
         if ((seqs[s] = kv_seq_new(e->kv)) < 0) { errf(err, errlen, "profile: no free KV slot"); goto out; }
         n_open++;
-        for (int done = 0; done < history;) {   /* history in chunks the context can take */
-            int c = history - done < e->opts.max_batch_rows ? history - done : e->opts.max_batch_rows;
-            fwd_span sp = {.seq = seqs[s], .n = c, .tokens = toks + done};
-            fwd_batch fb = {.spans = &sp, .n_spans = 1};
-            fwd_out fo = {0};
-            if (fwd_run(e->fwd, e->kv, &fb, &fo, err, errlen)) goto out;
-            done += c;
-        }
+        if (fill_history(e, seqs[s], toks, history, err, errlen)) goto out;
     }
     /* ladder: 1..8 every row, then roughly ×1.5; B rows spread over min(B, 8)
      * sequences (the main curve), then the same ladder in exactly 1, 2, 4 and
      * 8 sequences (the per-sequence-count curves: the same rows cost less in
-     * fewer sequences) */
-    for (int B = 1; B <= max_rows && np < COST_MAX_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
-        pr[np] = B;
-        if (time_step(e, seqs, B < S ? B : S, B, toks + history, history, reps, lrows, logits, spans, times, &ps[np], err, errlen))
-            goto out;
-        np++;
-    }
-    char src[600];
-    snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads, tp %d", e->opts.model_dir, history,
-             kb_threads(), fwd_tp_size(e->fwd));
-    cost_curve_from_points(t, pr, ps, np, src);
-    for (int ns = 1; ns <= S; ns *= 2) {
-        double qr[COST_SEQ_POINTS], qs[COST_SEQ_POINTS];
-        int nq = 0;
-        for (int B = 1; B <= max_rows && nq < COST_SEQ_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
-            if (B < ns) continue;
-            qr[nq] = B;
-            if (time_step(e, seqs, ns, B, toks + history, history, reps, lrows, logits, spans, times, &qs[nq], err, errlen)) goto out;
-            nq++;
+     * fewer sequences); then one row's lm_head and the attention per context
+     * token. The whole set is measured PASSES times and each figure is the
+     * median of its passes: a point's reps run back to back, so a slow spell
+     * of the machine (seen: one pass's 4-sequence curve 25% above three
+     * others) would otherwise stay in the table. */
+    double ps_p[PASSES][COST_MAX_POINTS], qs_p[PASSES][4][COST_SEQ_POINTS], lm_p[PASSES], cx_p[PASSES];
+    double qr[4][COST_SEQ_POINTS];
+    int nq[4] = {0};
+    for (int pass = 0; pass < PASSES; pass++) {
+        np = 0;
+        for (int B = 1; B <= max_rows && np < COST_MAX_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
+            pr[np] = B;
+            if (time_step(e, seqs, B < S ? B : S, B, toks + history, history, reps, lrows, logits, spans, times,
+                          &ps_p[pass][np], err, errlen))
+                goto out;
+            np++;
         }
-        if (nq) cost_curve_add_seqs(t, ns, qr, qs, nq);
-    }
-    /* one row's lm_head: B rows of one sequence with every row's logits
-     * (what the curves count) against the last row's only (a prompt chunk) */
-    {
+        for (int ns = 1, c = 0; ns <= S && c < 4; ns *= 2, c++) {
+            nq[c] = 0;
+            for (int B = 1; B <= max_rows && nq[c] < COST_SEQ_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
+                if (B < ns) continue;
+                qr[c][nq[c]] = B;
+                if (time_step(e, seqs, ns, B, toks + history, history, reps, lrows, logits, spans, times,
+                              &qs_p[pass][c][nq[c]], err, errlen))
+                    goto out;
+                nq[c]++;
+            }
+        }
+        /* one row's lm_head: B rows of one sequence with every row's logits
+         * (what the curves count) against the last row's only (a prompt chunk) */
         int B = max_rows < 64 ? max_rows : 64;
-        double all, last;
+        lm_p[pass] = cx_p[pass] = 0;
         if (B >= 2) {
+            double all, last;
             if (time_step(e, seqs, 1, B, toks + history, history, reps, lrows, logits, spans, times, &all, err, errlen) ||
                 time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &last, err, errlen))
                 goto out;
-            t->logits_seconds_per_row = all > last ? (all - last) / (B - 1) : 0;
+            lm_p[pass] = all > last ? (all - last) / (B - 1) : 0;
         }
-    }
-    /* attention per token of context: the same B-row prompt chunk after
-     * `history` tokens and as a fresh prompt (each row attends to history
-     * more positions in the first); the last use of seqs[0]'s history */
-    {
-        int B = max_rows < 64 ? max_rows : 64;
+        /* attention per token of context: the same B-row prompt chunk after
+         * `history` tokens (`last`, again) and as a fresh prompt (each row
+         * attends to history more positions in the first); a fresh seqs[0]
+         * then gets its history back for the next pass */
         double at_h, at_0;
         if (time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &at_h, err, errlen))
             goto out;
         kv_truncate(e->kv, seqs[0], 0);
-        if (time_step_last(e, seqs[0], B, toks, 0, reps, lrows, logits, times, &at_0, err, errlen)) goto out;
-        t->context_seconds_per_row_token = at_h > at_0 ? (at_h - at_0) / ((double)B * history) : 0;
+        if (time_step_last(e, seqs[0], B, toks, 0, reps, lrows, logits, times, &at_0, err, errlen) ||
+            fill_history(e, seqs[0], toks, history, err, errlen))
+            goto out;
+        cx_p[pass] = at_h > at_0 ? (at_h - at_0) / ((double)B * history) : 0;
     }
+    for (int i = 0; i < np; i++) {
+        double v[PASSES];
+        for (int k = 0; k < PASSES; k++) v[k] = ps_p[k][i];
+        ps[i] = median_of(v, PASSES);
+    }
+    char src[600];
+    snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads, tp %d, median of %d passes", e->opts.model_dir,
+             history, kb_threads(), fwd_tp_size(e->fwd), PASSES);
+    cost_curve_from_points(t, pr, ps, np, src);
+    for (int ns = 1, c = 0; ns <= S && c < 4; ns *= 2, c++) {
+        double qs[COST_SEQ_POINTS];
+        for (int i = 0; i < nq[c]; i++) {
+            double v[PASSES];
+            for (int k = 0; k < PASSES; k++) v[k] = qs_p[k][c][i];
+            qs[i] = median_of(v, PASSES);
+        }
+        if (nq[c]) cost_curve_add_seqs(t, ns, qr[c], qs, nq[c]);
+    }
+    t->logits_seconds_per_row = median_of(lm_p, PASSES);
+    t->context_seconds_per_row_token = median_of(cx_p, PASSES);
     snprintf(t->model, sizeof t->model, "%s", e->opts.model_dir);
     t->threads = kb_threads();
     t->history = history;
