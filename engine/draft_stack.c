@@ -128,6 +128,8 @@ int draft_stack_tp_size(const draft_stack *s) { return s->comm ? kb_comm_size(s-
 int draft_stack_head_rows(const draft_stack *s) { return s->head[0].rows; }
 int draft_stack_vocab(const draft_stack *s) { return s->N; }
 int draft_stack_hidden(const draft_stack *s) { return s->H; }
+int draft_stack_max_rows(const draft_stack *s) { return s->max_rows; }
+int draft_stack_layers(const draft_stack *s) { return s->n_layers; }
 
 float *draft_stack_rx(draft_stack *s, size_t floats) {
     if (floats > s->rx_cap) {

@@ -105,6 +105,8 @@ void draft_stack_set_host(fwd_ctx *target, const draft_host *h);
  * cache was mirrored; scratch the stack's. */
 int  draft_stack_serve(draft_stack *s, draft_pass *p, char *err, size_t errlen);
 int  draft_stack_hidden(const draft_stack *s);
+int  draft_stack_max_rows(const draft_stack *s);
+int  draft_stack_layers(const draft_stack *s);
 float *draft_stack_rx(draft_stack *s, size_t floats);   /* a receive buffer of that many floats, NULL = OOM */
 
 #endif

@@ -296,8 +296,9 @@ static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
     draft_stack *s = t->drafts[h->id].s;
     kv_cache *kv = draft_stack_kv(s);
     const int H = draft_stack_hidden(s);
-    if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_logit < 0 || h->n_kv < 0 ||
-        h->n_logit > h->n_rows || h->n_kv > 4096)
+    /* sizes first: they decide what is received */
+    if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_rows > draft_stack_max_rows(s) ||
+        h->n_logit < 0 || h->n_logit > h->n_rows || h->n_kv < 0 || h->n_kv > draft_stack_layers(s))
         return errf(err, errlen, "tensor parallel: malformed draft pass (%d slots, %d rows)", h->n_slots, h->n_rows);
     size_t nkv = draft_kv_floats(h, H), nx = h->l1 > h->l0 ? (size_t)h->n_rows * H : 0;
     float *rx = draft_stack_rx(s, nkv + nx);
