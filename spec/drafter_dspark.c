@@ -32,7 +32,7 @@ typedef struct {
     row_queue *pend;          /* taps of positions n_ctx.. not fed yet, [TH] rows */
     int *broken;
     /* scratch, max_rows rows */
-    float *taps, *x, *hn, *logits, *base;   /* logits [max_rows, NV] */
+    float *taps, *x, *hn, *logits;   /* logits [max_rows, NV] */
     float *w1row, *bias, *feat;   /* [R], [NV], [H + R] */
     float *probs;                 /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos, *nctx, *req_of_row, *done, *lrows, *all_layers;
@@ -234,7 +234,8 @@ static void ds_free(drafter *d) {
         free(s->pend); free(s->broken); free(s->kv_seq); free(s->n_ctx);
         kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits);
         kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat); free(s->probs);
-        free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done); free(s->lrows); free(s->all_layers);
+        free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done);
+        free(s->lrows); free(s->all_layers);
         free(s);
     }
     free(d);
