@@ -34,8 +34,9 @@ typedef struct {
 int  gen_engine_create(gen_engine **out, const gen_engine_opts *opts, char *err, size_t errlen);
 void gen_engine_free(gen_engine *e);   /* rank 0's also stops the other ranks' gen_engine_serve */
 
-/* Tensor parallelism, ranks > 0: run rank 0's forwards until it frees its
- * engine. A failure here ends the whole job (kb_comm_abort) with the
+/* Tensor parallelism, ranks > 0: run rank 0's forwards (and the passes of
+ * its MTP and DSpark drafters, once a draft_host is installed: spec/
+ * drafters.h drafter_tp_host) until it frees its engine. A failure here ends the whole job (kb_comm_abort) with the
  * message: the leader would otherwise wait in a collective forever. */
 void gen_engine_serve(gen_engine *e);
 int  gen_engine_tp_rank(const gen_engine *e);   /* 0 without tensor parallelism */

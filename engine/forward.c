@@ -18,6 +18,7 @@
 #include "errmsg.h"
 #include "layer.h"
 #include "tp_link.h"
+#include "vocab_par.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,8 @@ int fwd_create_tp(fwd_ctx **out, const model *m, int max_rows, kb_comm *comm, ch
 
 int fwd_tp_size(const fwd_ctx *f) { return f->comm ? kb_comm_size(f->comm) : 1; }
 int fwd_tp_rank(const fwd_ctx *f) { return f->comm ? kb_comm_rank(f->comm) : 0; }
+kb_comm *fwd_tp_comm(const fwd_ctx *f) { return f->comm; }
+tp_link *fwd_tp_link(const fwd_ctx *f) { return f->link; }
 
 int fwd_tp_sync(fwd_ctx *f, kv_cache *kv, int *pages_free, char *err, size_t errlen) {
     if (!f->link) {
@@ -98,28 +101,6 @@ int fwd_tp_sync(fwd_ctx *f, kv_cache *kv, int *pages_free, char *err, size_t err
 int fwd_tp_serve(fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
     if (!f->link || kb_comm_rank(f->comm) == 0) return errf(err, errlen, "fwd_tp_serve: not a rank > 0");
     return tp_serve(f->link, f, kv, err, errlen);
-}
-
-/* Vocab-parallel lm_head: this rank's columns of the logits rows, gathered
- * from every rank into out[n, vocab] (only the leader keeps them). */
-static void tp_logits(fwd_ctx *f, const float *x, int n, float *out) {
-    const model *m = f->m;
-    const int V = m->cfg.vocab_size, Vp = m->vocab_part, tp = kb_comm_size(f->comm), w = m->lm_head_part.rows;
-    if (w > 0) kb_matmul(f->lpart, x, &m->lm_head_part, n);
-    if (w < Vp) /* the last rank's padding */
-        for (int i = n - 1; i >= 0; i--) {
-            memmove(f->lpart + (size_t)i * Vp, f->lpart + (size_t)i * w, (size_t)w * sizeof(float));
-            memset(f->lpart + (size_t)i * Vp + w, 0, (size_t)(Vp - w) * sizeof(float));
-        }
-    char err[256];
-    if (kb_comm_allgather(f->comm, f->lpart, f->lall, (size_t)n * Vp * sizeof(float), err, sizeof err))
-        kb_comm_abort(f->comm, 1, err);
-    for (int r = 0; r < tp; r++) {
-        int v0 = r * Vp, vn = V - v0 < Vp ? V - v0 : Vp;
-        if (vn <= 0) break;
-        for (int i = 0; i < n; i++)
-            memcpy(out + (size_t)i * V + v0, f->lall + ((size_t)r * n + i) * Vp, (size_t)vn * sizeof(float));
-    }
 }
 
 void fwd_free(fwd_ctx *f) {
@@ -275,7 +256,9 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     if (o && o->n_logit_rows > 0) {
         for (int i = 0; i < o->n_logit_rows; i++)
             memcpy(f->xl + (size_t)i * H, f->xb + (size_t)o->logit_rows[i] * H, (size_t)H * sizeof(float));
-        if (f->comm) tp_logits(f, f->xl, o->n_logit_rows, o->logits);
+        if (f->comm)
+            vp_logits(f->comm, &m->lm_head_part, c->vocab_size, m->vocab_part, f->xl, o->n_logit_rows, f->lpart,
+                      f->lall, o->logits);
         else kb_matmul(o->logits, f->xl, &m->lm_head, o->n_logit_rows);
     }
     return 0;

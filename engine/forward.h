@@ -69,6 +69,10 @@ int  fwd_tp_sync(fwd_ctx *f, kv_cache *kv, int *pages_free, char *err, size_t er
 /* Ranks > 0: serve the leader's batches; 0 when the leader stopped. */
 int  fwd_tp_serve(fwd_ctx *f, kv_cache *kv, char *err, size_t errlen);
 int  fwd_tp_size(const fwd_ctx *f);
+/* The communicator and step link the context runs on (NULL with one
+ * process): a drafter's sharded layers (draft_stack.h) share them. */
+struct kb_comm *fwd_tp_comm(const fwd_ctx *f);
+struct tp_link *fwd_tp_link(const fwd_ctx *f);
 int  fwd_tp_rank(const fwd_ctx *f);
 
 /* kv_config for this model with the given pool (this rank's kv heads). */

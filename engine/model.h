@@ -31,7 +31,8 @@ typedef struct {
      * nothing below is used. Otherwise `layers` hold this rank's slice and
      * shard gives its shapes (n_heads, n_kv_heads, intermediate_size), while
      * cfg, embed, lm_head and final_norm stay whole: the residual stream is
-     * replicated, and rank 0's drafters (MTP, DSpark) read the whole head. */
+     * replicated (the MTP and DSpark drafters shard their own layers and
+     * heads, engine/draft_stack.h). */
     model_config shard;
     int tp_rank, tp_size;
     int kv_head_lo;                /* first global kv head this rank holds */
@@ -50,6 +51,24 @@ int  model_load(model **out, const char *dir, char *err, size_t errlen);
  * Errors name the shape that does not divide. */
 int  model_load_shard(model **out, const char *dir, int rank, int tp_size, char *err, size_t errlen);
 void model_free(model *m);
+
+/* The slicing rules behind model_load_shard, for any set of Qwen3 decoder
+ * layers and vocabulary heads (the target's, and the MTP and DSpark
+ * drafters' through engine/draft_stack.h).
+ * model_shard_config: *shard = c with this rank's n_heads, n_kv_heads and
+ * intermediate_size, *kv_head_lo = its first global kv head; an error
+ * (prefixed with what) when the shapes do not divide by tp.
+ * layer_weights_shard: one layer bound whole with c, sliced in place to
+ * rank's part; the row-parallel copies (o_proj, down) are appended to
+ * *owned[*n_owned], which the caller frees. -1 = the shapes do not divide
+ * or out of memory. tp 1 leaves w as it is.
+ * model_head_part: rows [*lo, *lo + rows) of a vocab-parallel head
+ * [N, H], *width = ceil(N / tp) the padded shard width (the last rank's
+ * part may be shorter, or empty). */
+int  model_shard_config(const model_config *c, int rank, int tp, model_config *shard, int *kv_head_lo,
+                        const char *what, char *err, size_t errlen);
+int  layer_weights_shard(layer_weights *w, const model_config *c, int rank, int tp, void ***owned, int *n_owned);
+kb_weight model_head_part(const kb_weight *head, int rank, int tp, int *lo, int *width);
 
 /* Binds one decoder layer whose tensors are named prefix + "self_attn.q_proj.weight"
  * etc. (prefix like "model.layers.3."). Used by model_load and by drafters

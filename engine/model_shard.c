@@ -1,9 +1,10 @@
 /* model_shard.c — one rank's slice of the target for tensor parallelism
- * (Megatron-LM's split; see model.h). Column-parallel matrices (q/k/v,
- * gate/up, lm_head) are contiguous row ranges of the mmapped tensor, so the
- * shard points into the mapping; row-parallel ones (o_proj, down) are a
- * column range of every row and are copied once into memory the model owns
- * (1/tp_size of each, per rank).
+ * (Megatron-LM's split; see model.h), and the same slicing for a drafter's
+ * decoder layers and head (engine/draft_stack.c). Column-parallel matrices
+ * (q/k/v, gate/up, lm_head) are contiguous row ranges of the mmapped
+ * tensor, so the shard points into the mapping; row-parallel ones (o_proj,
+ * down) are a column range of every row and are copied once into memory
+ * the caller owns (1/tp_size of each, per rank).
  * Owns: the slicing rules and the checks that the shapes divide.
  * Must not: compute (forward.c and layer.c run the shard; the all-reduce
  * after o_proj and down is layer.c's). */
@@ -20,19 +21,19 @@ static kb_weight rows_of(const kb_weight *w, int r0, int n) {
     return s;
 }
 
-static int own(model *m, void *p) {
-    void **o = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *o);
+static int own(void ***owned, int *n_owned, void *p) {
+    void **o = realloc(*owned, (size_t)(*n_owned + 1) * sizeof *o);
     if (!o) return -1;
-    m->owned = o;
-    m->owned[m->n_owned++] = p;
+    *owned = o;
+    o[(*n_owned)++] = p;
     return 0;
 }
 
 /* Columns [c0, c0+n) of every row, copied (same dtype). */
-static int cols_of(model *m, kb_weight *out, const kb_weight *w, int c0, int n) {
+static int cols_of(void ***owned, int *n_owned, kb_weight *out, const kb_weight *w, int c0, int n) {
     size_t es = kb_dtype_size(w->dt);
     char *p = malloc((size_t)w->rows * n * es);
-    if (!p || own(m, p)) { free(p); return -1; }
+    if (!p || own(owned, n_owned, p)) { free(p); return -1; }
     for (int r = 0; r < w->rows; r++)
         memcpy(p + (size_t)r * n * es, (const char *)w->data + ((size_t)r * w->cols + c0) * es, (size_t)n * es);
     *out = *w;
@@ -52,6 +53,53 @@ static int slice_vec(float **v, int i0, int n) {
     return 0;
 }
 
+int model_shard_config(const model_config *c, int rank, int tp, model_config *shard, int *kv_head_lo,
+                       const char *what, char *err, size_t errlen) {
+    if (tp < 1 || rank < 0 || rank >= tp) return errf(err, errlen, "tensor parallel rank %d of %d", rank, tp);
+    const int nh = c->n_heads, nkv = c->n_kv_heads, I = c->intermediate_size;
+    if (nh % tp || I % tp || (nkv % tp && tp % nkv))
+        return errf(err, errlen, "%s: --tp %d does not fit the model: attention heads (%d) and intermediate_size (%d) "
+                    "must be multiples of %d, kv heads (%d) a multiple or a divisor of it", what, tp, nh, I, tp, nkv);
+    const int nh_l = nh / tp, h0 = rank * nh_l;
+    /* fewer kv heads than ranks: each rank keeps the one its q heads read */
+    const int kv_l = nkv % tp == 0 ? nkv / tp : 1;
+    *shard = *c;
+    shard->n_heads = nh_l;
+    shard->n_kv_heads = kv_l;
+    shard->intermediate_size = I / tp;
+    *kv_head_lo = nkv % tp == 0 ? rank * kv_l : h0 / (nh / nkv);
+    return 0;
+}
+
+int layer_weights_shard(layer_weights *w, const model_config *c, int rank, int tp, void ***owned, int *n_owned) {
+    model_config s;
+    int k0;
+    if (model_shard_config(c, rank, tp, &s, &k0, "", NULL, 0)) return -1;
+    if (tp == 1) return 0;
+    const int hd = c->head_dim, nh_l = s.n_heads, h0 = rank * nh_l, kv_l = s.n_kv_heads;
+    const int I_l = s.intermediate_size;
+    w->wq = rows_of(&w->wq, h0 * hd, nh_l * hd);
+    w->wk = rows_of(&w->wk, k0 * hd, kv_l * hd);
+    w->wv = rows_of(&w->wv, k0 * hd, kv_l * hd);
+    w->w_gate = rows_of(&w->w_gate, rank * I_l, I_l);
+    w->w_up = rows_of(&w->w_up, rank * I_l, I_l);
+    kb_weight wo = w->wo, wd = w->w_down;
+    if (cols_of(owned, n_owned, &w->wo, &wo, h0 * hd, nh_l * hd) ||
+        cols_of(owned, n_owned, &w->w_down, &wd, rank * I_l, I_l) || slice_vec(&w->bq, h0 * hd, nh_l * hd) ||
+        slice_vec(&w->bk, k0 * hd, kv_l * hd) || slice_vec(&w->bv, k0 * hd, kv_l * hd))
+        return -1;
+    return 0;
+}
+
+kb_weight model_head_part(const kb_weight *head, int rank, int tp, int *lo, int *width) {
+    const int V = head->rows, Vp = (V + tp - 1) / tp;
+    int v0 = rank * Vp, vn = V - v0 < Vp ? V - v0 : Vp;
+    if (vn < 0) vn = 0;
+    *lo = v0 < V ? v0 : V;
+    *width = Vp;
+    return rows_of(head, *lo, vn);
+}
+
 int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, size_t errlen) {
     *out = NULL;
     if (tp < 1 || rank < 0 || rank >= tp) return errf(err, errlen, "tensor parallel rank %d of %d", rank, tp);
@@ -59,46 +107,19 @@ int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, 
     if (model_load(&m, dir, err, errlen)) return -1;
     if (tp == 1) { *out = m; return 0; }
     const model_config *c = &m->cfg;
-    const int nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim, I = c->intermediate_size;
-    if (nh % tp || I % tp || (nkv % tp && tp % nkv)) {
-        errf(err, errlen, "%s: --tp %d does not fit the model: attention heads (%d) and intermediate_size (%d) "
-             "must be multiples of %d, kv heads (%d) a multiple or a divisor of it", dir, tp, nh, I, tp, nkv);
+    if (model_shard_config(c, rank, tp, &m->shard, &m->kv_head_lo, dir, err, errlen)) {
         model_free(m);
         return -1;
     }
-    const int nh_l = nh / tp, h0 = rank * nh_l;
-    /* fewer kv heads than ranks: each rank keeps the one its q heads read */
-    const int kv_l = nkv % tp == 0 ? nkv / tp : 1;
-    const int k0 = nkv % tp == 0 ? rank * kv_l : h0 / (nh / nkv);
-    const int I_l = I / tp;
     m->tp_rank = rank;
     m->tp_size = tp;
-    m->kv_head_lo = k0;
-    m->shard.n_heads = nh_l;
-    m->shard.n_kv_heads = kv_l;
-    m->shard.intermediate_size = I_l;
-    for (int l = 0; l < c->n_layers; l++) {
-        layer_weights *w = &m->layers[l];
-        w->wq = rows_of(&w->wq, h0 * hd, nh_l * hd);
-        w->wk = rows_of(&w->wk, k0 * hd, kv_l * hd);
-        w->wv = rows_of(&w->wv, k0 * hd, kv_l * hd);
-        w->w_gate = rows_of(&w->w_gate, rank * I_l, I_l);
-        w->w_up = rows_of(&w->w_up, rank * I_l, I_l);
-        kb_weight wo = w->wo, wd = w->w_down;
-        if (cols_of(m, &w->wo, &wo, h0 * hd, nh_l * hd) || cols_of(m, &w->w_down, &wd, rank * I_l, I_l) ||
-            slice_vec(&w->bq, h0 * hd, nh_l * hd) || slice_vec(&w->bk, k0 * hd, kv_l * hd) ||
-            slice_vec(&w->bv, k0 * hd, kv_l * hd)) {
+    for (int l = 0; l < c->n_layers; l++)
+        if (layer_weights_shard(&m->layers[l], c, rank, tp, &m->owned, &m->n_owned)) {
             errf(err, errlen, "%s: out of memory slicing layer %d for rank %d of %d", dir, l, rank, tp);
             model_free(m);
             return -1;
         }
-    }
-    const int V = c->vocab_size, Vp = (V + tp - 1) / tp;
-    int v0 = rank * Vp, vn = V - v0 < Vp ? V - v0 : Vp;
-    if (vn < 0) vn = 0;
-    m->vocab_lo = v0 < V ? v0 : V;
-    m->vocab_part = Vp;
-    m->lm_head_part = rows_of(&m->lm_head, m->vocab_lo, vn);
+    m->lm_head_part = model_head_part(&m->lm_head, rank, tp, &m->vocab_lo, &m->vocab_part);
     *out = m;
     return 0;
 }

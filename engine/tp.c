@@ -11,7 +11,20 @@
  * ones it opened and truncates to the leader's length, so rejected draft
  * rows disappear on every rank in the step that follows, and pages freed on
  * the leader are free everywhere at the next announce or tp_sync.
- * Owns: the message buffers and, on ranks > 0, the discarded logits rows.
+ *
+ * Drafters (draft_stack.h): TP_DRAFT_OPEN carries rank 0's description of
+ * a drafter it created, which the other ranks' draft_host turns into the
+ * same drafter (ids count the opens, so every rank numbers them alike);
+ * TP_DRAFT_CLOSE frees it. TP_DRAFT is one pass of a drafter's layers:
+ * the header, an int32 payload (every slot's length in the drafter's KV
+ * cache after the pass's appends, then each row's sequence, position and
+ * keys attended, the logit rows and the K/V-only layers) and the float
+ * inputs (the K/V-only rows, the block rows x). A rank mirrors the
+ * drafter's KV cache like the target's, and also appends: the rows of the
+ * pass are the only ones the leader added since the last pass, and they
+ * are written in it.
+ * Owns: the message buffers and, on ranks > 0, the discarded logits rows
+ * and the drafters opened on the leader's word.
  * Must not: compute, or let a rank continue after it diverged (it aborts
  * the job with a message instead). */
 #include "tp_link.h"
@@ -22,10 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TP_FWD = 1, TP_SYNC = 2, TP_STOP = 3 };
+enum { TP_FWD = 1, TP_SYNC = 2, TP_STOP = 3, TP_DRAFT_OPEN = 4, TP_DRAFT = 5, TP_DRAFT_CLOSE = 6 };
 
 typedef struct {
     int32_t op, n_spans, n_rows, n_logit, window, corrupt, n_slots;
+    int32_t id, n_kv, kv_shared, l0, l1, out, has_ctx, bytes;   /* drafter ops */
 } tp_head;
 
 struct tp_link {
@@ -40,6 +54,13 @@ struct tp_link {
     int *ints;               /* [max_rows · 2] tokens, logit rows */
     unsigned char *corrupt;  /* [max_rows] */
     float *logits;           /* [max_rows · vocab] */
+    /* drafters */
+    int32_t *dints;          /* a draft pass's int32 payload, [dcap] */
+    size_t dcap;
+    int next_id;             /* leader: ids handed out; ranks > 0: drafters opened */
+    draft_host host;         /* ranks > 0 */
+    int has_host;
+    struct { draft_stack *s; void *owner; } *drafts;   /* ranks > 0: [next_id], NULL entries closed */
 };
 
 static size_t payload_ints(const tp_head *h) {
@@ -96,8 +117,11 @@ void tp_link_free(tp_link *t) {
         char err[256];
         if (send_head(t, &h, err, sizeof err)) fprintf(stderr, "specbed: tensor parallel stop: %s\n", err);
     }
+    for (int i = 0; i < t->next_id && t->drafts; i++)
+        if (t->drafts[i].s) t->host.close(t->host.ctx, t->drafts[i].owner);
     free(t->msg); free(t->pages);
     free(t->spans); free(t->ints); free(t->corrupt); free(t->logits);
+    free(t->dints); free(t->drafts);
     free(t);
 }
 
@@ -147,22 +171,155 @@ int tp_sync(tp_link *t, kv_cache *kv, int *pages_free, char *err, size_t errlen)
     return 0;
 }
 
-/* The leader's sequence lengths, applied here. */
-static int mirror(tp_link *t, kv_cache *kv, char *err, size_t errlen) {
-    for (int s = 0; s < t->max_seqs; s++) {
-        int want = t->msg[s], have = kv_len(kv, s);
-        if (want < 0) {
-            if (have >= 0) kv_seq_free(kv, s);
-            continue;
-        }
-        if (have < 0 && kv_seq_claim(kv, s)) return errf(err, errlen, "sequence slot %d cannot be claimed", s);
-        have = kv_len(kv, s);
-        if (have < want)
+/* The leader's sequence lengths want[n_slots], applied to kv here: frees
+ * and truncations first (their pages may be what a later slot grows into),
+ * then claims. A slot shorter than the leader's is a divergence, except
+ * for a draft pass (rows != NULL), where the slot grows to the leader's
+ * length when it already holds every position below the pass's first row
+ * of that sequence (the rows above are the ones the pass writes). */
+static int mirror_lens(kv_cache *kv, const int32_t *want, int n_slots, const draft_pass *rows, char *err,
+                       size_t errlen) {
+    for (int s = 0; s < n_slots; s++) {
+        int have = kv_len(kv, s);
+        if (want[s] < 0 && have >= 0) kv_seq_free(kv, s);
+        else if (have > want[s]) kv_truncate(kv, s, want[s]);
+    }
+    for (int s = 0; s < n_slots; s++) {
+        if (want[s] < 0) continue;
+        if (kv_len(kv, s) < 0 && kv_seq_claim(kv, s)) return errf(err, errlen, "sequence slot %d cannot be claimed", s);
+        int have = kv_len(kv, s), first = want[s];
+        for (int i = 0; rows && i < rows->n; i++)
+            if (rows->seq[i] == s && rows->pos[i] < first) first = rows->pos[i];
+        if (have < first)
             return errf(err, errlen, "sequence %d has %d rows here, the leader's has %d: the ranks diverged", s, have,
-                        want);
-        kv_truncate(kv, s, want);
+                        want[s]);
+        if (have < want[s] && kv_append(kv, s, want[s] - have))
+            return errf(err, errlen, "draft sequence %d cannot grow from %d to %d rows here", s, have, want[s]);
     }
     return 0;
+}
+
+/* The leader's sequence lengths, applied here. */
+static int mirror(tp_link *t, kv_cache *kv, char *err, size_t errlen) {
+    return mirror_lens(kv, t->msg, t->max_seqs, NULL, err, errlen);
+}
+
+void tp_set_draft_host(tp_link *t, const draft_host *h) {
+    t->host = *h;
+    t->has_host = 1;
+}
+
+static int fit_dints(tp_link *t, size_t n, char *err, size_t errlen) {
+    if (n <= t->dcap) return 0;
+    int32_t *p = realloc(t->dints, n * sizeof *p);
+    if (!p) return errf(err, errlen, "tensor parallel: out of memory for a draft pass");
+    t->dints = p;
+    t->dcap = n;
+    return 0;
+}
+
+int tp_draft_open(tp_link *t, const void *desc, size_t n, int *id, char *err, size_t errlen) {
+    tp_head h = {.op = TP_DRAFT_OPEN, .id = t->next_id, .bytes = (int32_t)n};
+    if (send_head(t, &h, err, errlen) || kb_comm_bcast(t->c, (void *)desc, n, 0, err, errlen)) return -1;
+    *id = t->next_id++;
+    return 0;
+}
+
+void tp_draft_close(tp_link *t, int id) {
+    tp_head h = {.op = TP_DRAFT_CLOSE, .id = id};
+    char err[256];
+    if (send_head(t, &h, err, sizeof err)) fprintf(stderr, "specbed: tensor parallel drafter close: %s\n", err);
+}
+
+/* The pass's int32 payload: lengths, seq, pos, n_ctx, logit rows, K/V layers. */
+static size_t draft_ints(const tp_head *h) {
+    return (size_t)h->n_slots + (size_t)h->n_rows * (2u + (h->has_ctx ? 1u : 0u)) + (size_t)h->n_logit +
+           (size_t)h->n_kv;
+}
+
+static size_t draft_kv_floats(const tp_head *h, int H) {
+    return h->n_kv ? (size_t)(h->kv_shared ? 1 : h->n_kv) * h->n_rows * H : 0;
+}
+
+int tp_draft_pass(tp_link *t, int id, const kv_cache *kv, const draft_pass *p, int H, char *err, size_t errlen) {
+    if (id < 0) return errf(err, errlen, "tensor parallel: a draft pass of a drafter the other ranks were not told of");
+    tp_head h = {.op = TP_DRAFT, .id = id, .n_slots = kv_get_config(kv)->max_seqs, .n_rows = p->n,
+                 .n_logit = p->n_logit, .n_kv = p->n_kv, .kv_shared = p->kv_shared, .l0 = p->l0, .l1 = p->l1,
+                 .out = p->out, .has_ctx = p->n_ctx != NULL};
+    if (fit_dints(t, draft_ints(&h), err, errlen)) return -1;
+    int32_t *q = t->dints;
+    for (int s = 0; s < h.n_slots; s++) *q++ = kv_len(kv, s);
+    for (int i = 0; i < p->n; i++) *q++ = p->seq[i];
+    for (int i = 0; i < p->n; i++) *q++ = p->pos[i];
+    for (int i = 0; h.has_ctx && i < p->n; i++) *q++ = p->n_ctx[i];
+    for (int i = 0; i < p->n_logit; i++) *q++ = p->logit_rows[i];
+    for (int i = 0; i < p->n_kv; i++) *q++ = p->kv_layers[i];
+    /* the root's buffers are only read by a broadcast */
+    if (send_head(t, &h, err, errlen) ||
+        kb_comm_bcast(t->c, t->dints, draft_ints(&h) * sizeof *t->dints, 0, err, errlen) ||
+        (h.n_kv && kb_comm_bcast(t->c, (void *)p->kv_x, draft_kv_floats(&h, H) * sizeof(float), 0, err, errlen)) ||
+        (h.l1 > h.l0 && kb_comm_bcast(t->c, p->x, (size_t)p->n * H * sizeof(float), 0, err, errlen)))
+        return -1;
+    return 0;
+}
+
+/* Ranks > 0: one drafter message (open, pass or close). */
+static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
+    if (h->op == TP_DRAFT_OPEN) {
+        if (h->id != t->next_id || h->bytes < 0)
+            return errf(err, errlen, "tensor parallel: drafter %d opened, this rank has %d", h->id, t->next_id);
+        void *desc = malloc(h->bytes ? (size_t)h->bytes : 1);
+        void *grown = realloc(t->drafts, (size_t)(t->next_id + 1) * sizeof *t->drafts);
+        if (grown) t->drafts = grown;
+        if (!desc || !grown) { free(desc); return errf(err, errlen, "tensor parallel: out of memory"); }
+        int rc = kb_comm_bcast(t->c, desc, (size_t)h->bytes, 0, err, errlen);
+        if (!rc && !t->has_host)
+            rc = errf(err, errlen, "rank %d cannot open the drafter rank 0 made: this program installed no "
+                      "draft_host (spec/drafters.h drafter_tp_host)", kb_comm_rank(t->c));
+        draft_stack *s = NULL;
+        void *owner = NULL;
+        if (!rc) rc = t->host.open(t->host.ctx, desc, (size_t)h->bytes, &s, &owner, err, errlen);
+        free(desc);
+        if (rc) return -1;
+        t->drafts[t->next_id].s = s;
+        t->drafts[t->next_id].owner = owner;
+        t->next_id++;
+        return 0;
+    }
+    if (h->id < 0 || h->id >= t->next_id || !t->drafts[h->id].s)
+        return errf(err, errlen, "tensor parallel: drafter %d is not open here", h->id);
+    if (h->op == TP_DRAFT_CLOSE) {
+        t->host.close(t->host.ctx, t->drafts[h->id].owner);
+        t->drafts[h->id].s = NULL;
+        return 0;
+    }
+    draft_stack *s = t->drafts[h->id].s;
+    kv_cache *kv = draft_stack_kv(s);
+    const int H = draft_stack_hidden(s);
+    /* sizes first: they decide what is received */
+    if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_rows > draft_stack_max_rows(s) ||
+        h->n_logit < 0 || h->n_logit > h->n_rows || h->n_kv < 0 || h->n_kv > draft_stack_layers(s))
+        return errf(err, errlen, "tensor parallel: malformed draft pass (%d slots, %d rows)", h->n_slots, h->n_rows);
+    size_t nkv = draft_kv_floats(h, H), nx = h->l1 > h->l0 ? (size_t)h->n_rows * H : 0;
+    float *rx = draft_stack_rx(s, nkv + nx);
+    if (fit_dints(t, draft_ints(h), err, errlen)) return -1;
+    if (!rx && nkv + nx) return errf(err, errlen, "tensor parallel: out of memory for a draft pass");
+    if (kb_comm_bcast(t->c, t->dints, draft_ints(h) * sizeof *t->dints, 0, err, errlen) ||
+        (nkv && kb_comm_bcast(t->c, rx, nkv * sizeof(float), 0, err, errlen)) ||
+        (nx && kb_comm_bcast(t->c, rx + nkv, nx * sizeof(float), 0, err, errlen)))
+        return -1;
+    const int32_t *q = t->dints + h->n_slots;
+    draft_pass p = {.n = h->n_rows, .seq = q, .pos = q + h->n_rows, .n_ctx = h->has_ctx ? q + 2 * h->n_rows : NULL,
+                    .n_kv = h->n_kv, .kv_shared = h->kv_shared, .kv_x = rx, .l0 = h->l0, .l1 = h->l1,
+                    .x = rx + nkv, .out = h->out, .n_logit = h->n_logit};
+    q += (size_t)h->n_rows * (2 + (h->has_ctx ? 1 : 0));
+    p.logit_rows = q;
+    p.kv_layers = q + h->n_logit;
+    for (int i = 0; i < p.n; i++)
+        if (p.seq[i] < 0 || p.seq[i] >= h->n_slots)
+            return errf(err, errlen, "tensor parallel: draft row %d names sequence %d", i, p.seq[i]);
+    if (mirror_lens(kv, t->dints, h->n_slots, &p, err, errlen)) return -1;
+    return draft_stack_serve(s, &p, err, errlen);
 }
 
 int tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
@@ -170,6 +327,10 @@ int tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
         tp_head h;
         if (send_head(t, &h, err, errlen)) return -1;
         if (h.op == TP_STOP) return 0;
+        if (h.op == TP_DRAFT_OPEN || h.op == TP_DRAFT || h.op == TP_DRAFT_CLOSE) {
+            if (serve_draft(t, &h, err, errlen)) return -1;
+            continue;
+        }
         if (fit_slots(t, kv_get_config(kv)->max_seqs, err, errlen)) return -1;
         if ((h.op != TP_FWD && h.op != TP_SYNC) || h.n_slots != t->max_seqs || h.n_spans < 0 ||
             h.n_spans > t->max_seqs || h.n_rows < 0 || h.n_rows > t->max_rows || h.n_logit < 0 ||

@@ -1,12 +1,16 @@
 /* tp_link.h — the step broadcast of tensor parallelism (tp.c), as
  * forward.c uses it: the leader announces each batch before computing it;
  * the other ranks receive, mirror the leader's KV state and run it.
+ * The drafters whose layers are sharded (draft_stack.h) send their passes
+ * the same way.
  * Owns: the message buffers (for max_rows rows, and the sequence slots of
- * the KV cache each step names) and, on
- * ranks > 0, the buffer their (discarded) logits rows land in. */
+ * the KV cache each step names) and, on ranks > 0, the buffer their
+ * (discarded) logits rows land in and the drafters opened on the leader's
+ * word (their handles, closed on its word or when it stops). */
 #ifndef SPECBED_TP_LINK_H
 #define SPECBED_TP_LINK_H
 #include "comm.h"
+#include "draft_stack.h"
 #include "forward.h"
 
 typedef struct tp_link tp_link;
@@ -20,5 +24,16 @@ void tp_link_free(tp_link *t);
 int  tp_announce(tp_link *t, const kv_cache *kv, const fwd_batch *b, const fwd_out *o, char *err, size_t errlen);
 int  tp_sync(tp_link *t, kv_cache *kv, int *pages_free, char *err, size_t errlen);
 int  tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen);
+
+/* A drafter's sharded layers (draft_stack.c). Leader: open announces a new
+ * drafter (desc, n bytes, for the other ranks' draft_host) and gives the
+ * id its passes name; close frees the other ranks' (a failure is printed:
+ * it comes from a free); pass sends one draft_pass of rows H wide with the
+ * lengths of every slot of the drafter's KV cache kv (after the pass's
+ * appends). Ranks > 0: set_host installs what opens their drafters. */
+int  tp_draft_open(tp_link *t, const void *desc, size_t n, int *id, char *err, size_t errlen);
+void tp_draft_close(tp_link *t, int id);
+int  tp_draft_pass(tp_link *t, int id, const kv_cache *kv, const draft_pass *p, int H, char *err, size_t errlen);
+void tp_set_draft_host(tp_link *t, const draft_host *h);
 
 #endif

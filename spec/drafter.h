@@ -85,6 +85,9 @@ struct drafter {
     int tap_layers[8];
     int n_taps;
     void *impl;                /* the drafter's own state */
+    /* MTP, DSpark: their layers, heads and KV cache (engine/draft_stack.h),
+     * which every tensor-parallel rank runs; NULL for the others */
+    struct draft_stack *stack;
 };
 
 #endif

@@ -1,7 +1,11 @@
 /* drafter_dspark.c — DSpark drafting (see drafter_dspark.h for the
  * convention and the chaining rule).
- * Owns: the checkpoint (dspark_ckpt), the per-draft-layer context KV cache,
- * the target taps not fed yet (per slot) and the row scratch.
+ * Owns: the checkpoint (dspark_ckpt), its layer stack (engine/draft_stack.h:
+ * the draft layers and lm_head, sharded like the target under tensor
+ * parallelism, and the per-draft-layer context KV cache), the target taps
+ * not fed yet (per slot) and the row scratch. fc, hidden_norm, the block's
+ * embedding rows and the Markov and confidence heads are small and run
+ * here, on rank 0 only.
  * Must not: touch the target's KV; do arithmetic outside the backend
  * kernels (the only scalar math is the confidence's sigmoid). */
 #include "drafter_dspark.h"
@@ -10,16 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "draft_pick.h"
+#include "draft_stack.h"
 #include "drafter_model.h"
 #include "dspark_ckpt.h"
 #include "errmsg.h"
-#include "layer.h"
 #include "row_queue.h"
 
 typedef struct {
     dspark_ckpt ck;
-    kv_cache *kv;             /* ck.cfg.n_layers layers: context rows, then temporary block rows */
-    layer_scratch *ls;
+    draft_stack *st;          /* the draft layers, lm_head and KV cache */
+    kv_cache *kv;             /* st's: ck.cfg.n_layers layers, context rows, then temporary block rows */
     int max_seqs, max_rows, V, H, TH, G, R;   /* TH = n_taps·H, G = block size, R = Markov rank */
     int NV;                   /* logits per slot: the draft vocabulary's N (ck.dv), else V */
     /* per slot */
@@ -28,10 +32,10 @@ typedef struct {
     row_queue *pend;          /* taps of positions n_ctx.. not fed yet, [TH] rows */
     int *broken;
     /* scratch, max_rows rows */
-    float *taps, *x, *hn, *logits, *base;   /* logits [max_rows, NV] */
+    float *taps, *x, *hn, *logits;   /* logits [max_rows, NV] */
     float *w1row, *bias, *feat;   /* [R], [NV], [H + R] */
     float *probs;                 /* [NV] a sampled draft's distribution over the draft ids */
-    int *seq, *pos, *nctx, *req_of_row, *done;
+    int *seq, *pos, *nctx, *req_of_row, *done, *lrows, *all_layers;
     float *trace_cor, *trace_base;
 } ds_state;
 
@@ -82,8 +86,9 @@ static int feed_context(ds_state *s, spec_proposal *reqs, int n, char *err, size
         if (!nr) break;
         kb_matmul(s->x, s->taps, &c->fc, nr);
         kb_rmsnorm(s->x, s->x, c->hidden_norm, nr, s->H, c->cfg.rms_norm_eps);
-        layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = NULL};
-        for (int l = 0; l < c->cfg.n_layers; l++) layer_write_kv(s->ls, &c->layers[l], s->kv, l, &rows, s->x);
+        draft_pass p = {.n = nr, .seq = s->seq, .pos = s->pos, .n_kv = c->cfg.n_layers, .kv_layers = s->all_layers,
+                        .kv_x = s->x, .kv_shared = 1};
+        if (draft_stack_run(s->st, &p, err, el)) return -1;
     }
     for (int r = 0; r < n; r++) s->pend[reqs[r].slot].n = 0;
     return 0;
@@ -148,7 +153,7 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
         int end = p->n_tokens - 1 + blocks * G;
         if (end > max_ctx) max_ctx = end;
     }
-    if (layer_scratch_reserve(s->ls, max_ctx)) return errf(err, el, "dspark: out of memory for %d positions", max_ctx);
+    if (draft_stack_reserve(s->st, max_ctx)) return errf(err, el, "dspark: out of memory for %d positions", max_ctx);
     if (feed_context(s, reqs, n, err, el)) return -1;
 
     /* Blocks: block b of every request that still wants drafts, as many
@@ -175,18 +180,17 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
             }
             if (nr) {
                 any = 1;
-                layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = s->nctx};
-                for (int l = 0; l < c->cfg.n_layers; l++) layer_forward(s->ls, &c->layers[l], s->kv, l, &rows, s->x);
-                kb_rmsnorm(s->hn, s->x, c->norm, nr, H, c->cfg.rms_norm_eps);
                 /* base logits only for the slots that become drafts */
                 int nl = 0;
                 for (int row = 0; row < nr; row += G) {
                     spec_proposal *p = &reqs[s->req_of_row[row]];
                     int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
-                    memcpy(s->base + (size_t)nl * H, s->hn + (size_t)row * H, sizeof(float) * (size_t)nk * H);
-                    nl += nk;
+                    for (int i = 0; i < nk; i++) s->lrows[nl++] = row + i;
                 }
-                kb_matmul(s->logits, s->base, &c->lm_head, nl);
+                draft_pass dp = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = s->nctx, .l0 = 0,
+                                 .l1 = c->cfg.n_layers, .x = s->x, .normed = s->hn, .n_logit = nl,
+                                 .logit_rows = s->lrows, .logits = s->logits};
+                if (draft_stack_run(s->st, &dp, err, el)) return -1;
                 nl = 0;
                 for (int row = 0; row < nr; row += G) {
                     int r = s->req_of_row[row];
@@ -223,15 +227,15 @@ static void ds_free(drafter *d) {
     if (!d) return;
     ds_state *s = d->impl;
     if (s) {
+        draft_stack_free(s->st);   /* first: its copies are slices of the checkpoint's layers */
         dspark_ckpt_free(&s->ck);
-        kv_cache_free(s->kv);
-        layer_scratch_free(s->ls);
         if (s->pend)
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken); free(s->kv_seq); free(s->n_ctx);
-        kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits); kb_free(s->base);
+        kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits);
         kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat); free(s->probs);
         free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done);
+        free(s->lrows); free(s->all_layers);
         free(s);
     }
     free(d);
@@ -276,7 +280,7 @@ static void startup_message(const ds_state *s, const dspark_opts *o) {
                 s->R > 0 ? ", markov_w2 rows gathered" : "");
 }
 
-int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, const tokenizer *tt,
+int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, const tokenizer *tt, fwd_ctx *tp,
                           char *err, size_t errlen) {
     *out = NULL;
     if (!o || !o->model_dir) return errf(err, errlen, "dspark: --draft-model DIR (the DSpark checkpoint) is required");
@@ -307,8 +311,22 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     int page = 16, pages = (max_len + extra + page) / page * s->max_seqs;
     kv_config kc = {.n_layers = c->cfg.n_layers, .n_kv_heads = c->cfg.n_kv_heads, .head_dim = c->cfg.head_dim,
                     .page_size = page, .n_pages = pages, .max_seqs = s->max_seqs, .max_seq_len = max_len + extra};
-    if (kv_cache_create(&s->kv, &kc, err, errlen)) goto fail;
-    if (layer_scratch_create(&s->ls, &c->cfg, s->max_rows, err, errlen)) goto fail;
+    s->all_layers = malloc(sizeof(int) * (size_t)c->cfg.n_layers);
+    layer_weights **lw = malloc(sizeof *lw * (size_t)c->cfg.n_layers);
+    if (!s->all_layers || !lw) { free(lw); errf(err, errlen, "dspark: out of memory"); goto fail; }
+    for (int l = 0; l < c->cfg.n_layers; l++) {
+        s->all_layers[l] = l;
+        lw[l] = &s->ck.layers[l];
+    }
+    const kb_weight *head = &c->lm_head;
+    const float *norm = c->norm;
+    draft_stack_spec ss = {.what = o->model_dir, .cfg = &c->cfg, .layers = lw, .n_layers = c->cfg.n_layers,
+                           .heads = &head, .norms = &norm, .n_out = 1, .kv = kc, .max_rows = s->max_rows};
+    int src = draft_stack_create(&s->st, &ss, tp, err, errlen);
+    free(lw);
+    if (src) goto fail;
+    s->kv = draft_stack_kv(s->st);
+    d->stack = s->st;
     size_t R = (size_t)s->max_rows, H = (size_t)s->H, S = (size_t)s->max_seqs, V = (size_t)s->V;
     s->kv_seq = malloc(sizeof(int) * S);
     s->n_ctx = calloc(S, sizeof(int));
@@ -317,7 +335,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->taps = kb_alloc(R * (size_t)s->TH * sizeof(float));
     s->x = kb_alloc(R * H * sizeof(float));
     s->hn = kb_alloc(R * H * sizeof(float));
-    s->base = kb_alloc(R * H * sizeof(float));
+    s->lrows = malloc(sizeof(int) * R);
     s->logits = kb_alloc(R * V * sizeof(float));
     s->w1row = kb_alloc((size_t)(s->R + 1) * sizeof(float));
     s->bias = kb_alloc(V * sizeof(float));
@@ -329,7 +347,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->req_of_row = malloc(sizeof(int) * R);
     s->done = calloc(S, sizeof(int));
     if (!s->kv_seq || !s->n_ctx || !s->pend || !s->broken || !s->taps || !s->x ||
-        !s->hn || !s->base || !s->logits || !s->w1row || !s->bias || !s->feat || !s->seq || !s->pos || !s->nctx ||
+        !s->hn || !s->lrows || !s->logits || !s->w1row || !s->bias || !s->feat || !s->seq || !s->pos || !s->nctx ||
         !s->req_of_row || !s->done || !s->probs) {
         errf(err, errlen, "dspark: out of memory");
         goto fail;
@@ -339,6 +357,10 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
         s->pend[i].width = s->TH;
     }
     if (!o->quiet) startup_message(s, o);
+    if (!o->quiet && draft_stack_tp_size(s->st) > 1)
+        fprintf(stderr, "dspark: tensor parallel over %d ranks: the draft layers are split like the target's and "
+                "lm_head by rows (%d of %d here), logits gathered on rank 0; fc, the block and the Markov and "
+                "confidence heads run on rank 0\n", draft_stack_tp_size(s->st), draft_stack_head_rows(s->st), s->NV);
     *out = d;
     return 0;
 fail:

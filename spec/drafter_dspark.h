@@ -50,6 +50,7 @@
 #ifndef SPECBED_DRAFTER_DSPARK_H
 #define SPECBED_DRAFTER_DSPARK_H
 #include "drafter.h"
+#include "forward.h"
 #include "model.h"
 #include "tokenizer.h"
 
@@ -62,9 +63,13 @@ typedef struct {
 } dspark_opts;
 
 /* target and target_tok are borrowed and must outlive the drafter. If the
- * checkpoint directory has a tokenizer.json it must equal the target's. */
+ * checkpoint directory has a tokenizer.json it must equal the target's.
+ * tp: the target's forward context when it is tensor parallel: the draft
+ * layers and lm_head are sharded like the target's (engine/draft_stack.h)
+ * and every pass runs on all ranks; NULL or one rank = whole, here. Every
+ * rank creates the drafter (drafters.h). */
 int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *target, const tokenizer *target_tok,
-                          char *err, size_t errlen);
+                          fwd_ctx *tp, char *err, size_t errlen);
 
 /* The checkpoint's block_size γ (0 if d is not a DSpark drafter). */
 int drafter_dspark_block_size(const drafter *d);

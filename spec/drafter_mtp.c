@@ -1,9 +1,12 @@
 /* drafter_mtp.c — MTP drafting (see drafter_mtp.h for the row convention
  * and the step-to-module rule).
- * Owns: the modules' weights bound from the target checkpoint, their paged
- * KV cache (one layer per module; true rows only between proposals), the
- * target hidden states not yet fed (per slot), the row scratch, and the
- * optional draft vocabulary (draft_vocab.h) with the heads gathered to it.
+ * Owns: the modules' weights bound from the target checkpoint, their layer
+ * stack (engine/draft_stack.h: the blocks and heads, sharded like the
+ * target under tensor parallelism, and the paged KV cache, one layer per
+ * module; true rows only between proposals), the target hidden states not
+ * yet fed (per slot), the row scratch, and the optional draft vocabulary
+ * (draft_vocab.h) with the heads gathered to it. The fuse (enorm, hnorm,
+ * eh_proj) is small and runs here, on rank 0 only.
  * Must not: touch the target's KV or weights beyond reading embed, final
  * norm and lm_head; do arithmetic outside the backend kernels. */
 #include "drafter_mtp.h"
@@ -11,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "draft_pick.h"
+#include "draft_stack.h"
 #include "draft_vocab.h"
 #include "errmsg.h"
 #include "forward.h"
-#include "layer.h"
 #include "row_queue.h"
 
 /* One MTP module: model.layers.{num_hidden_layers + j}.* */
@@ -33,8 +36,8 @@ typedef struct {
     const model *m;           /* the target (borrowed) */
     mtp_module *mod;          /* [n_mod]; draft step k uses mod[k % n_mod] */
     int n_mod;
-    kv_cache *kv;             /* n_mod layers: layer j is module j's */
-    layer_scratch *ls;
+    draft_stack *st;          /* the blocks (layer j = module j), heads and KV cache */
+    kv_cache *kv;             /* st's: n_mod layers, layer j is module j's */
     int max_seqs, max_rows, V, H;
     draft_vocab dv;           /* dv.n = 0: none */
     int NV;                   /* logits per row: dv.n, else V */
@@ -46,8 +49,10 @@ typedef struct {
     /* rows of one module pass, max_rows each */
     float *e, *h;             /* the rows' inputs: Emb(token), hidden; every module reads them */
     float *en, *hn, *cat;     /* one module's enorm(e), hnorm(h) and [en; hn] ([R, 2H]) */
-    float *x, *xn;            /* eh_proj output / block output; input_layernorm(x) for K/V-only modules */
-    float *g, *gl, *logits;   /* logits [max_rows, NV] */
+    float *x, *xn;            /* eh_proj output / block output; [n_mod - 1, R, H] input_layernorm(x) of the
+                                 K/V-only modules */
+    float *g, *logits;        /* logits [max_rows, NV] */
+    int *lrows, *kv_layers;   /* [max_rows] rows that give drafts; [n_mod] the K/V-only modules */
     float *probs;             /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos;
     int *req_of_row;          /* request whose draft this row gives, or -1 */
@@ -95,26 +100,27 @@ static void mtp_fuse(mtp_state *s, const mtp_module *md, int nr) {
  * s->g; then logits with m's head for the rows with req_of_row >= 0,
  * written to s->logits in row order. Every other module writes its own K/V
  * of the same rows into its KV layer (drafter_mtp.h: every module's layer
- * holds every row). Returns the number of logit rows. */
-static int mtp_pass(mtp_state *s, int nr, int m) {
+ * holds every row). The fuses run here; the blocks and the head are one
+ * pass of the stack (on every rank under tensor parallelism). Returns the
+ * number of logit rows, -1 if the other ranks could not be told. */
+static int mtp_pass(mtp_state *s, int nr, int m, char *err, size_t el) {
     const int H = s->H;
     const float eps = s->m->cfg.rms_norm_eps;
-    layer_rows rows = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = NULL};
+    int nkv = 0;
     for (int j = 0; j < s->n_mod; j++) {
         if (j == m) continue;
         mtp_fuse(s, &s->mod[j], nr);
-        kb_rmsnorm(s->xn, s->x, s->mod[j].blk.attn_norm, nr, H, eps);
-        layer_write_kv(s->ls, &s->mod[j].blk, s->kv, j, &rows, s->xn);
+        kb_rmsnorm(s->xn + (size_t)nkv * nr * H, s->x, s->mod[j].blk.attn_norm, nr, H, eps);
+        s->kv_layers[nkv++] = j;
     }
-    const mtp_module *md = &s->mod[m];
-    mtp_fuse(s, md, nr);
-    layer_forward(s->ls, &md->blk, s->kv, m, &rows, s->x);
-    kb_rmsnorm(s->g, s->x, md->final_norm, nr, H, eps);
+    mtp_fuse(s, &s->mod[m], nr);
     int nl = 0;
     for (int i = 0; i < nr; i++)
-        if (s->req_of_row[i] >= 0) memcpy(s->gl + (size_t)nl++ * H, s->g + (size_t)i * H, sizeof(float) * (size_t)H);
-    if (nl) kb_matmul(s->logits, s->gl, &md->head, nl);
-    return nl;
+        if (s->req_of_row[i] >= 0) s->lrows[nl++] = i;
+    draft_pass p = {.n = nr, .seq = s->seq, .pos = s->pos, .n_kv = nkv, .kv_layers = s->kv_layers, .kv_x = s->xn,
+                    .l0 = m, .l1 = m + 1, .x = s->x, .out = m, .normed = s->g, .n_logit = nl,
+                    .logit_rows = s->lrows, .logits = s->logits};
+    return draft_stack_run(s->st, &p, err, el) ? -1 : nl;
 }
 
 /* Row i of the pass gave draft number k of request r. */
@@ -153,7 +159,7 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
         int end = p->n_tokens - 1 + p->max_k;
         if (end > max_ctx) max_ctx = end;
     }
-    if (layer_scratch_reserve(s->ls, max_ctx)) return errf(err, el, "mtp: out of memory for %d positions", max_ctx);
+    if (draft_stack_reserve(s->st, max_ctx)) return errf(err, el, "mtp: out of memory for %d positions", max_ctx);
 
     /* 1. Catch up on the true rows, in chunks of max_rows, through every
      *    module's KV layer; a request's last true row gives its first draft
@@ -181,7 +187,7 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
             s->n_true[slot] += chunk;
         }
         if (!nr) break;
-        mtp_pass(s, nr, 0);
+        if (mtp_pass(s, nr, 0, err, el) < 0) return -1;
         for (int i = 0, lr = 0; i < nr; i++)
             if (s->req_of_row[i] >= 0) take_draft(s, reqs, s->req_of_row[i], i, lr++);
     }
@@ -206,7 +212,7 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
             nr++;
         }
         if (!nr) break;
-        mtp_pass(s, nr, step % s->n_mod);
+        if (mtp_pass(s, nr, step % s->n_mod, err, el) < 0) return -1;
         for (int i = 0; i < nr; i++) take_draft(s, reqs, s->req_of_row[i], i, i);
     }
     /* Chained rows are never reused: the next proposal chains from new true rows. */
@@ -232,6 +238,7 @@ static void mtp_free(drafter *d) {
     if (!d) return;
     mtp_state *s = d->impl;
     if (s) {
+        draft_stack_free(s->st);   /* first: its copies are slices of the modules' blocks */
         if (s->mod)
             for (int j = 0; j < s->n_mod; j++) {
                 layer_weights_free(&s->mod[j].blk);
@@ -239,14 +246,12 @@ static void mtp_free(drafter *d) {
             }
         free(s->mod);
         draft_vocab_free(&s->dv);   /* the gathered heads, after the modules stop using them */
-        kv_cache_free(s->kv);
-        layer_scratch_free(s->ls);
         if (s->pend)
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken);
         free(s->kv_seq); free(s->n_true);
         kb_free(s->e); kb_free(s->h); kb_free(s->en); kb_free(s->hn); kb_free(s->cat);
-        kb_free(s->x); kb_free(s->xn); kb_free(s->g); kb_free(s->gl); kb_free(s->logits);
+        kb_free(s->x); kb_free(s->xn); kb_free(s->g); kb_free(s->logits); free(s->lrows); free(s->kv_layers);
         free(s->seq); free(s->pos); free(s->req_of_row); free(s->chain_h); free(s->done); free(s->probs);
         free(s);
     }
@@ -289,7 +294,7 @@ static int bind_module(mtp_module *md, const model *m, int j, char *err, size_t 
     return 0;
 }
 
-int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *err, size_t errlen) {
+int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, fwd_ctx *tp, char *err, size_t errlen) {
     *out = NULL;
     const model_config *c = &m->cfg;
     if (c->n_mtp_layers < 1)
@@ -343,8 +348,27 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     int page = 16, pages = (max_len + SPEC_MAX_DEPTH + page) / page * s->max_seqs;
     kv_config kc = {.n_layers = s->n_mod, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .page_size = page,
                     .n_pages = pages, .max_seqs = s->max_seqs, .max_seq_len = max_len + SPEC_MAX_DEPTH};
-    if (kv_cache_create(&s->kv, &kc, err, errlen)) goto fail;
-    if (layer_scratch_create(&s->ls, c, s->max_rows, err, errlen)) goto fail;
+    layer_weights *blk[DRAFT_STACK_MAX_OUT];
+    const kb_weight *heads[DRAFT_STACK_MAX_OUT];
+    const float *norms[DRAFT_STACK_MAX_OUT];
+    if (s->n_mod > DRAFT_STACK_MAX_OUT) {
+        errf(err, errlen, "mtp: %d MTP modules, at most %d are supported", s->n_mod, DRAFT_STACK_MAX_OUT);
+        goto fail;
+    }
+    for (int j = 0; j < s->n_mod; j++) {
+        blk[j] = &s->mod[j].blk;
+        heads[j] = &s->mod[j].head;
+        norms[j] = s->mod[j].final_norm;
+    }
+    draft_stack_spec ss = {.what = m->dir, .cfg = c, .layers = blk, .n_layers = s->n_mod, .heads = heads,
+                           .norms = norms, .n_out = s->n_mod, .kv = kc, .max_rows = s->max_rows};
+    if (draft_stack_create(&s->st, &ss, tp, err, errlen)) goto fail;
+    s->kv = draft_stack_kv(s->st);
+    d->stack = s->st;
+    if (!(o && o->quiet) && draft_stack_tp_size(s->st) > 1)
+        fprintf(stderr, "mtp: tensor parallel over %d ranks: every module's block is split like the target's layers "
+                "and its head by rows (%d of %d here), logits gathered on rank 0; the fuse runs on rank 0\n",
+                draft_stack_tp_size(s->st), draft_stack_head_rows(s->st), s->NV);
     size_t R = (size_t)s->max_rows, H = (size_t)s->H, S = (size_t)s->max_seqs;
     s->kv_seq = malloc(sizeof(int) * S);
     s->n_true = calloc(S, sizeof(int));
@@ -356,9 +380,10 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->hn = kb_alloc(R * H * sizeof(float));
     s->cat = kb_alloc(R * 2 * H * sizeof(float));
     s->x = kb_alloc(R * H * sizeof(float));
-    s->xn = kb_alloc(R * H * sizeof(float));
+    s->xn = kb_alloc(R * H * (size_t)(s->n_mod > 1 ? s->n_mod - 1 : 1) * sizeof(float));
     s->g = kb_alloc(R * H * sizeof(float));
-    s->gl = kb_alloc(R * H * sizeof(float));
+    s->lrows = malloc(sizeof(int) * R);
+    s->kv_layers = malloc(sizeof(int) * (size_t)s->n_mod);
     s->logits = kb_alloc(R * (size_t)s->V * sizeof(float));
     s->seq = malloc(sizeof(int) * R);
     s->pos = malloc(sizeof(int) * R);
@@ -367,7 +392,7 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, char *e
     s->done = calloc(S, sizeof(int));
     s->probs = malloc(sizeof(float) * (size_t)s->NV);
     if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->e || !s->h || !s->en || !s->hn || !s->cat ||
-        !s->x || !s->xn || !s->g || !s->gl || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
+        !s->x || !s->xn || !s->g || !s->lrows || !s->kv_layers || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
         !s->chain_h || !s->done || !s->probs) {
         errf(err, errlen, "mtp: out of memory");
         goto fail;

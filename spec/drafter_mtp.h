@@ -60,6 +60,7 @@
 #ifndef SPECBED_DRAFTER_MTP_H
 #define SPECBED_DRAFTER_MTP_H
 #include "drafter.h"
+#include "forward.h"
 #include "model.h"
 
 typedef struct {
@@ -70,8 +71,12 @@ typedef struct {
 
 /* target: the loaded target model (borrowed; must outlive the drafter). Fails,
  * naming the checkpoint and tensor, if it has no MTP module or one of its
- * num_nextn_predict_layers modules is missing. */
-int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *target, char *err, size_t errlen);
+ * num_nextn_predict_layers modules is missing.
+ * tp: the target's forward context when it is tensor parallel (target is
+ * then its shard): the modules' blocks and heads are sharded the same way
+ * (engine/draft_stack.h) and every pass runs on all ranks; NULL or one
+ * rank = whole, here. Every rank creates the drafter (drafters.h). */
+int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *target, fwd_ctx *tp, char *err, size_t errlen);
 
 /* Test hook: while set, each propose writes the logits behind every draft of
  * its FIRST request to logits[k * vocab] (k < that request's drafts; with a

@@ -1,6 +1,7 @@
 /* drafters.c — drafter construction by name and the one statistics printer
  * (see drafters.h). */
 #include "drafters.h"
+#include "draft_stack.h"
 #include <stdio.h>
 #include <string.h>
 #include "drafter_dspark.h"
@@ -10,7 +11,16 @@
 #include "errmsg.h"
 #include "spec_run.h"
 
-int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *err, size_t errlen) {
+/* What rank 0 tells the other ranks about an MTP or DSpark drafter it made
+ * under tensor parallelism (engine/draft_stack.h): the options that make
+ * the same drafter from the same checkpoint. */
+typedef struct {
+    char name[16];
+    char draft_model[4096];
+    int max_seqs, max_seq_len, depth;
+} tp_desc;
+
+static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_seq_len, char *err, size_t errlen) {
     *out = NULL;
     const char *n = o->name ? o->name : "none";
     int V = t->m->cfg.vocab_size;
@@ -20,20 +30,69 @@ int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *er
         return drafter_ngram_create(out, &no, V, err, errlen);
     }
     if (!strcmp(n, "draft")) {
-        draft_model_opts mo = {.model_dir = o->draft_model, .max_seqs = o->max_seqs,
-                               .max_seq_len = t->opts.max_seq_len};
+        draft_model_opts mo = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = max_seq_len};
         return drafter_model_create(out, &mo, t->tok, V, err, errlen);
     }
     if (!strcmp(n, "mtp")) {
-        mtp_opts mo = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len, .quiet = o->quiet};
-        return drafter_mtp_create(out, &mo, t->m, err, errlen);
+        mtp_opts mo = {.max_seqs = o->max_seqs, .max_seq_len = max_seq_len, .quiet = o->quiet};
+        return drafter_mtp_create(out, &mo, t->m, t->fwd, err, errlen);
     }
     if (!strcmp(n, "dspark")) {
-        dspark_opts so = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len,
+        dspark_opts so = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = max_seq_len,
                           .depth = o->depth, .quiet = o->quiet};
-        return drafter_dspark_create(out, &so, t->m, t->tok, err, errlen);
+        return drafter_dspark_create(out, &so, t->m, t->tok, t->fwd, err, errlen);
     }
     return errf(err, errlen, "unknown drafter '%s' (expected %s)", n, DRAFTER_NAMES);
+}
+
+int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *err, size_t errlen) {
+    if (create(out, o, t, t->opts.max_seq_len, err, errlen)) return -1;
+    drafter *d = *out;
+    if (!d || !d->stack || fwd_tp_size(t->fwd) == 1) return 0;
+    /* the other ranks make theirs now (drafter_tp_host) */
+    tp_desc desc = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len, .depth = o->depth};
+    snprintf(desc.name, sizeof desc.name, "%s", o->name);
+    if (o->draft_model && strlen(o->draft_model) >= sizeof desc.draft_model) {
+        drafter_free(d);
+        *out = NULL;
+        return errf(err, errlen, "--draft-model: path longer than %zu bytes", sizeof desc.draft_model - 1);
+    }
+    snprintf(desc.draft_model, sizeof desc.draft_model, "%s", o->draft_model ? o->draft_model : "");
+    if (draft_stack_open(d->stack, &desc, sizeof desc, err, errlen)) {
+        drafter_free(d);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int host_open(void *ctx, const void *bytes, size_t n, draft_stack **stack, void **owner, char *err,
+                     size_t errlen) {
+    tp_desc desc;
+    if (n != sizeof desc) return errf(err, errlen, "drafter description of %zu bytes, expected %zu", n, sizeof desc);
+    memcpy(&desc, bytes, n);
+    desc.name[sizeof desc.name - 1] = desc.draft_model[sizeof desc.draft_model - 1] = 0;
+    drafter_opts o = {.name = desc.name, .draft_model = desc.draft_model[0] ? desc.draft_model : NULL,
+                      .max_seqs = desc.max_seqs, .depth = desc.depth, .quiet = 1};
+    drafter *d;
+    if (create(&d, &o, ctx, desc.max_seq_len, err, errlen)) return -1;
+    if (!d || !d->stack) {
+        drafter_free(d);
+        return errf(err, errlen, "drafter %s has no layers to shard", desc.name);
+    }
+    *stack = d->stack;
+    *owner = d;
+    return 0;
+}
+
+static void host_close(void *ctx, void *owner) {
+    (void)ctx;
+    drafter_free(owner);
+}
+
+void drafter_tp_host(gen_engine *e) {
+    draft_host h = {.open = host_open, .close = host_close, .ctx = e};
+    draft_stack_set_host(e->fwd, &h);
 }
 
 void drafter_free(drafter *d) {

@@ -19,9 +19,21 @@ typedef struct {
 #define DRAFTER_NAMES "none|ngram|draft|mtp|dspark"
 
 /* *out is NULL for "none". The target engine supplies the tokenizer, vocab
- * and (for MTP) the target model whose checkpoint holds the MTP module. */
+ * and (for MTP) the target model whose checkpoint holds the MTP module.
+ * Under tensor parallelism (the engine's comm has several ranks) rank 0
+ * calls it; MTP and DSpark then run their blocks and heads sharded on every
+ * rank (drafter_tp_host), the rest of their work on rank 0; ngram and the
+ * draft model stay whole on rank 0. */
 int drafter_create(drafter **out, const drafter_opts *o, gen_engine *target, char *err, size_t errlen);
+/* Frees d; under tensor parallelism rank 0's also frees the other ranks'.
+ * Free drafters before their target engine. */
 void drafter_free(drafter *d);
+
+/* Tensor parallelism, ranks > 0, before gen_engine_serve: lets the serve
+ * loop create the MTP and DSpark drafters rank 0 creates (drafter_create
+ * announces their options; each rank then holds its shard of their layers
+ * and heads, engine/draft_stack.h) and free them when rank 0 frees its. */
+void drafter_tp_host(gen_engine *e);
 
 /* Prints a run's speculative statistics (the llama.cpp/vLLM set) to f. */
 void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *c, int depth);

@@ -71,6 +71,7 @@ text() { sed -n 's/.*"text":"\([^"]*\)".*/\1/p'; }
 get() { local u=$1; shift; curl -sfN "$@" "$u" >"$TMP/r"; }
 
 start --drafter mtp --depth 3
+grep -q "mtp: tensor parallel over 2 ranks" "$TMP/err" || fail "the MTP drafter does not say it is sharded over 2 ranks"
 # --- the API, as with one process
 get "$BASE/v1/models" && grep -q '"id":"qwen3-tied-mtp"' "$TMP/r" || fail "/v1/models"
 REQ='{"prompt":"hello world","max_tokens":40,"temperature":0,"ignore_eos":true'

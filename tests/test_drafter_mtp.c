@@ -232,7 +232,7 @@ static void missing_module_refused(void) {
         if (model_load(&m, dir, err, sizeof err)) {
             CHECKF(0, "%s", err);
         } else {
-            int rc = drafter_mtp_create(&d, &mo, m, err, sizeof err);
+            int rc = drafter_mtp_create(&d, &mo, m, NULL, err, sizeof err);
             CHECKF(rc != 0 && !d && strstr(err, "model.layers.4."), "3 modules promised, 2 present: rc %d, '%s'", rc,
                    rc ? err : "");
             if (rc) printf("3 modules promised, 2 present: %s\n", err);

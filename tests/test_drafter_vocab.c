@@ -369,7 +369,7 @@ static void refuse_drafter(gen_engine *e, const char *name, const char *dir, con
         model *m = NULL;
         if (model_load(&m, dir, err, sizeof err)) { CHECKF(0, "%s", err); return; }
         mtp_opts mo = {.max_seqs = 1, .quiet = 1};
-        rc = drafter_mtp_create(&d, &mo, m, err, sizeof err);
+        rc = drafter_mtp_create(&d, &mo, m, NULL, err, sizeof err);
         model_free(m);
     } else {
         drafter_opts o = {.name = name, .draft_model = dir, .max_seqs = 1, .quiet = 1};
@@ -436,7 +436,7 @@ static drafter *make(gen_engine *e, const char *name, const char *ddir, const mo
     drafter *d = NULL;
     if (!strcmp(name, "mtp")) {
         mtp_opts mo = {.max_seqs = 2};
-        if (drafter_mtp_create(&d, &mo, m, err, sizeof err)) CHECKF(0, "%s", err);
+        if (drafter_mtp_create(&d, &mo, m, NULL, err, sizeof err)) CHECKF(0, "%s", err);
     } else {
         drafter_opts o = {.name = "dspark", .draft_model = ddir, .max_seqs = 2};
         if (drafter_create(&d, &o, e, err, sizeof err)) CHECKF(0, "%s", err);

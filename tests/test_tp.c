@@ -19,13 +19,31 @@
  *    and beside another sequence's rows (the all-reduce adds in rank
  *    order, whatever the message size).
  * 3. Greedy spec-on ≡ spec-off under TP=2 (tests/lossless.h) for every
- *    drafter: ngram, draft model, MTP, DSpark; depths 1–8, batches 1/3/8,
- *    on the fixtures (no argument) and on the bundled family with code
- *    prompts (`bundled`; `full` adds the prose prompts). */
+ *    drafter: ngram, draft model, MTP (one module, two modules, a draft
+ *    vocabulary), DSpark (whole and reduced draft-vocabulary heads);
+ *    depths 1–8, batches 1/3/8, on the fixtures (no argument) and on the
+ *    bundled family with code prompts (`bundled`; `full` adds the prose
+ *    prompts).
+ * 4. The sharded MTP and DSpark drafters (engine/draft_stack.h) against the
+ *    same drafters under TP=1, fed the same prompt and the same target
+ *    taps (TP=1's): rank 0 must hold only its rows of the head (fewer than
+ *    the vocabulary, so the logits of the upper ids can only have come
+ *    from rank 1's shard through the gather, and the old whole-on-rank-0
+ *    path fails here), every draft's logits within TOL of TP=1's and the
+ *    drafts equal, up to the first step whose TP=1 top two are within
+ *    2·TOL (a near-tie may flip, and the chain after it differs). The
+ *    same TOL as 1 and for the same reason, with less to propagate: the
+ *    inputs are identical, and only the draft layers' o_proj and down
+ *    round differently (two half-length dot products plus one add); the
+ *    head's logits are each computed whole by one rank. Measured: printed
+ *    on every run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "comm.h"
+#include "draft_stack.h"
+#include "drafter_dspark.h"
+#include "drafter_mtp.h"
 #include "lossless.h"
 #include "test_util.h"
 
@@ -40,6 +58,90 @@ typedef struct {
 static gen_engine_opts opts(const char *dir, kb_comm *c) {
     return (gen_engine_opts){.model_dir = tu_path(dir), .max_seqs = 8, .max_batch_rows = 320, .max_seq_len = 512,
                              .comm = c};
+}
+
+enum { DPROMPT = 40, DDEPTH = 8 };
+
+/* One greedy proposal of DDEPTH drafts from a fresh slot, with the logits
+ * behind each draft traced into trace[DDEPTH, V]. */
+static int propose_traced(drafter *d, const int *tok, const float *taps, float *trace, int *drafts) {
+    char err[1024];
+    const int V = d->vocab_size;
+    for (int i = 0; i < DDEPTH * V; i++) trace[i] = NAN;
+    if (!strcmp(d->ops->name, "mtp")) drafter_mtp_set_trace(d, trace);
+    else drafter_dspark_set_trace(d, trace, NULL);
+    sampler_params sp = {.temperature = 0};
+    spec_proposal p = {.slot = 0, .tokens = tok, .n_tokens = DPROMPT, .max_k = DDEPTH, .sp = &sp};
+    int rc = d->ops->begin(d, 0, tok, DPROMPT, taps, err, sizeof err) || d->ops->propose(d, &p, 1, err, sizeof err);
+    if (rc) CHECKF(0, "%s: %s", d->ops->name, err);
+    else memcpy(drafts, p.draft, sizeof(int) * DDEPTH);
+    d->ops->release(d, 0);
+    return rc ? -1 : p.k;
+}
+
+static void compare_drafter(gen_engine *tp2, const char *dir, const drafter_opts *dop) {
+    char err[1024];
+    gen_engine *tp1;
+    gen_engine_opts o1 = opts(dir, NULL);
+    if (gen_engine_create(&tp1, &o1, err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    drafter *d1 = NULL, *d2 = NULL;
+    if (drafter_create(&d1, dop, tp1, err, sizeof err) || drafter_create(&d2, dop, tp2, err, sizeof err)) {
+        CHECKF(0, "%s: %s", dop->name, err);
+        drafter_free(d2); drafter_free(d1); gen_engine_free(tp1);
+        return;
+    }
+    const int V = tp1->m->cfg.vocab_size, H = tp1->m->cfg.hidden_size, nt = d1->n_taps;
+    const int N = draft_stack_vocab(d2->stack), rows = draft_stack_head_rows(d2->stack);
+    CHECKF(draft_stack_tp_size(d2->stack) == 2 && rows < N && rows == (N + 1) / 2,
+           "%s %s: rank 0 holds %d of the head's %d rows over %d ranks: not sharded", dir, dop->name, rows, N,
+           draft_stack_tp_size(d2->stack));
+    CHECKF(draft_stack_tp_size(d1->stack) == 1 && draft_stack_head_rows(d1->stack) == N, "%s: TP=1 head rows", dir);
+    int tok[DPROMPT];
+    for (int i = 0; i < DPROMPT; i++) tok[i] = (int)((i * 40503u + 977u) % (unsigned)V);
+    /* the prompt's taps, TP=1's, fed to both */
+    float *taps = malloc(sizeof(float) * (size_t)(DPROMPT - 1) * nt * H);
+    float *a = malloc(sizeof(float) * (size_t)DDEPTH * V), *b = malloc(sizeof(float) * (size_t)DDEPTH * V);
+    int seq = kv_seq_new(tp1->kv);
+    fwd_span sp = {.seq = seq, .n = DPROMPT - 1, .tokens = tok};
+    fwd_batch bt = {.spans = &sp, .n_spans = 1};
+    fwd_out fo = {.tap_layers = d1->tap_layers, .n_taps = nt, .taps = taps};
+    int da[DDEPTH], db[DDEPTH];
+    if (!fwd_run(tp1->fwd, tp1->kv, &bt, &fo, err, sizeof err)) {
+        int ka = propose_traced(d1, tok, taps, a, da), kb = propose_traced(d2, tok, taps, b, db);
+        CHECKF(ka == DDEPTH && kb == DDEPTH, "%s %s: %d and %d drafts, wanted %d", dir, dop->name, ka, kb, DDEPTH);
+        double maxd = 0;
+        int compared = 0;
+        for (int k = 0; k < DDEPTH && ka == DDEPTH && kb == DDEPTH; k++) {
+            const float *x = a + (size_t)k * V, *y = b + (size_t)k * V;
+            int ax = -1;
+            float best = -INFINITY, second = -INFINITY;
+            for (int v = 0; v < V; v++) {
+                if (isinf(x[v]) || isinf(y[v])) {   /* outside a draft vocabulary: both -inf */
+                    CHECKF(x[v] == y[v], "%s %s step %d id %d: %g vs %g", dir, dop->name, k, v, x[v], y[v]);
+                    continue;
+                }
+                double dd = fabs((double)x[v] - y[v]);
+                if (dd > maxd || dd != dd) maxd = dd != dd ? INFINITY : dd;
+                if (x[v] > best) { second = best; best = x[v]; ax = v; }
+                else if (x[v] > second) second = x[v];
+            }
+            compared++;
+            if (best - second <= 2 * TOL) break;   /* a near-tie: the chains may part here */
+            CHECKF(da[k] == db[k] && da[k] == ax, "%s %s step %d: TP=1 drafts %d, TP=2 %d", dir, dop->name, k, da[k],
+                   db[k]);
+            if (da[k] != db[k]) break;
+        }
+        printf("%s: sharded %s drafter vs TP=1, %d of %d steps compared: max |dlogit| %.3g (tolerance %g); "
+               "rank 0 holds %d of %d head rows\n", dir, dop->name, compared, DDEPTH, maxd, TOL, rows, N);
+        CHECKF(maxd <= TOL, "%s %s: max |dlogit| %.3g > %g", dir, dop->name, maxd, TOL);
+        CHECKF(compared >= DDEPTH / 2, "%s %s: only %d steps compared", dir, dop->name, compared);
+    } else {
+        CHECKF(0, "%s", err);
+    }
+    free(taps); free(a); free(b);
+    drafter_free(d2);
+    drafter_free(d1);
+    gen_engine_free(tp1);
 }
 
 /* Logits of every row of one NTOK-token sequence. */
@@ -128,6 +230,9 @@ static void run_case(gen_engine *e, const model_case *mc, const char *workload) 
     if (!strcmp(workload, "code")) {
         compare_tp1(e, mc->dir);
         batch_invariance(e);
+        for (int c = 0; c < 4 && mc->lossless[c].label; c++)
+            if (!strcmp(mc->lossless[c].dopt.name, "mtp") || !strcmp(mc->lossless[c].dopt.name, "dspark"))
+                compare_drafter(e, mc->dir, &mc->lossless[c].dopt);
     }
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];
@@ -150,19 +255,24 @@ int main(int argc, char **argv) {
     }
     const char *tied = "tests/fixtures/qwen3-tied";
     /* tu_path's buffers are reused; these paths must live to the end */
-    char p_tied[4096], p_fdspark[4096], p_dspark[4096], p_draft[4096];
+    char p_tied[4096], p_fdspark[4096], p_dspark[4096], p_draft[4096], p_dhead[4096];
     snprintf(p_tied, sizeof p_tied, "%s", tu_path(tied));
     snprintf(p_fdspark, sizeof p_fdspark, "%s", tu_path("tests/fixtures/dspark-tiny"));
     snprintf(p_dspark, sizeof p_dspark, "%s", tu_path("models/tiny-dspark"));
     snprintf(p_draft, sizeof p_draft, "%s", tu_path("models/tiny-draft"));
+    snprintf(p_dhead, sizeof p_dhead, "%s", tu_path("tests/fixtures/dspark-tiny-d2t-head"));
     model_case fixtures[] = {
         {tied, {{"ngram", {.name = "ngram"}, 0},
                 {"draft(self)", {.name = "draft", .draft_model = p_tied, .max_seqs = 8}, 1},
                 {"dspark", {.name = "dspark", .draft_model = p_fdspark, .max_seqs = 8,
-                            .quiet = 1}, 0}}},
+                            .quiet = 1}, 0},
+                {"dspark(d2t, reduced head)", {.name = "dspark", .draft_model = p_dhead, .max_seqs = 8,
+                                               .quiet = 1}, 0}}},
         {"tests/fixtures/qwen3-untied", {{NULL}}},
         {"tests/fixtures/qwen3-sharded", {{NULL}}},
         {"tests/fixtures/qwen3-tied-mtp", {{"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
+        {"tests/fixtures/qwen3-tied-mtp2", {{"mtp(2 modules)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
+        {"tests/fixtures/qwen3-tied-mtp-d2t", {{"mtp(d2t)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
     };
     model_case bundled[] = {
         {"models/tiny", {{"ngram", {.name = "ngram"}, 1},
@@ -172,7 +282,7 @@ int main(int argc, char **argv) {
                          {"draft", {.name = "draft", .draft_model = p_draft, .max_seqs = 8}, 1}}},
     };
     const model_case *cases = part == TU_FIXTURES ? fixtures : bundled;
-    int n = part == TU_FIXTURES ? 4 : 1;
+    int n = part == TU_FIXTURES ? (int)(sizeof fixtures / sizeof *fixtures) : 1;
     if (part != TU_FIXTURES && !tu_have("models/tiny/model.safetensors", "models/tiny-draft/model.safetensors",
                                         "models/tiny-dspark/model.safetensors", "workloads/code.jsonl",
                                         "workloads/prose.jsonl", NULL)) {
@@ -185,7 +295,10 @@ int main(int argc, char **argv) {
             gen_engine *e;
             gen_engine_opts o = opts(cases[i].dir, c);
             if (gen_engine_create(&e, &o, err, sizeof err)) kb_comm_abort(c, 1, err);
-            if (kb_comm_rank(c) > 0) gen_engine_serve(e);
+            if (kb_comm_rank(c) > 0) {
+                drafter_tp_host(e);
+                gen_engine_serve(e);
+            }
             else run_case(e, &cases[i], workloads[w]);
             gen_engine_free(e);
         }

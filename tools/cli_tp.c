@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend.h"
+#include "drafters.h"
 
 int tp_job_open(tp_job *job, const char *cmd, int tp) {
     *job = (tp_job){.comm = NULL, .boot = NULL, .rank = 0, .size = 1};
@@ -65,6 +66,7 @@ int tp_job_worker(tp_job *job, const char *cmd, gen_engine_opts eo) {
         snprintf(msg, sizeof msg, "%s: %s", cmd, err);
         kb_comm_abort(job->comm, 1, msg);
     }
+    drafter_tp_host(e);   /* rank 0's MTP and DSpark drafters are sharded over every rank */
     gen_engine_serve(e);
     gen_engine_free(e);
     tp_job_close(job);

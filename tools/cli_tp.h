@@ -1,7 +1,8 @@
 /* cli_tp.h — `--tp N` for the commands that run the target (generate,
  * serve, profile, bench_engine, bench_spec): all N ranks of an mpirun job
  * run the same command line; rank 0 does the command's work and the others
- * only serve its forwards (engine.h gen_engine_serve). */
+ * only serve its forwards and its MTP / DSpark drafters' sharded passes
+ * (engine.h gen_engine_serve, spec/drafters.h drafter_tp_host). */
 #ifndef SPECBED_CLI_TP_H
 #define SPECBED_CLI_TP_H
 #include "comm.h"
