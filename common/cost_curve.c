@@ -75,29 +75,36 @@ int cost_curve_add_seqs(cost_curve *c, int seqs, const double *rows, const doubl
     return 0;
 }
 
+/* Where `seqs` falls among n ascending sequence counts at[]: the two entries
+ * around it (*lo, *hi) and the weight of *hi, linear in seqs; the nearest
+ * entry alone (weight 0) past either end. n ≥ 1. */
+static double bracket(const int *at, int n, double seqs, int *lo, int *hi) {
+    int h = 0;
+    while (h < n && at[h] < seqs) h++;
+    if (h == n) h--;
+    *hi = h;
+    *lo = h > 0 && at[h] > seqs ? h - 1 : h;
+    return *lo == h || !(seqs > at[*lo]) ? 0 : (seqs - at[*lo]) / (double)(at[h] - at[*lo]);
+}
+
 double cost_curve_at_seqs(const cost_curve *c, double seqs, double r) {
     if (c->n_by_seqs == 0 || !(seqs >= 1)) return cost_curve_at(c, r);
-    int hi = 0;
-    while (hi < c->n_by_seqs && c->by_seqs[hi].seqs < seqs) hi++;
-    if (hi == c->n_by_seqs) hi--;                      /* past the last: the last */
-    int lo = hi > 0 && c->by_seqs[hi].seqs > seqs ? hi - 1 : hi;
+    int at[COST_MAX_SEQ_CURVES], lo, hi;
+    for (int i = 0; i < c->n_by_seqs; i++) at[i] = c->by_seqs[i].seqs;
+    double w = bracket(at, c->n_by_seqs, seqs, &lo, &hi);
     const cost_seq_curve *a = &c->by_seqs[lo], *b = &c->by_seqs[hi];
     double ya = eval(a->n, a->rows, a->seconds, r);
-    if (lo == hi) return ya;
-    double yb = eval(b->n, b->rows, b->seconds, r), w = (seqs - a->seqs) / (double)(b->seqs - a->seqs);
-    return ya + (yb - ya) * w;
+    return w > 0 ? ya + (eval(b->n, b->rows, b->seconds, r) - ya) * w : ya;
 }
 
 void cost_curve_draft_at(const cost_curve *c, double seqs, double *per_step, double *per_token) {
     *per_step = c->draft_seconds_per_step;
     *per_token = c->draft_seconds_per_token;
     if (c->n_draft_by_seqs == 0) return;
-    int hi = 0;
-    while (hi < c->n_draft_by_seqs && c->draft_by_seqs[hi].seqs < seqs) hi++;
-    if (hi == c->n_draft_by_seqs) hi--;
-    int lo = hi > 0 && c->draft_by_seqs[hi].seqs > seqs ? hi - 1 : hi;
+    int at[COST_MAX_SEQ_CURVES], lo, hi;
+    for (int i = 0; i < c->n_draft_by_seqs; i++) at[i] = c->draft_by_seqs[i].seqs;
+    double w = bracket(at, c->n_draft_by_seqs, seqs, &lo, &hi);
     const cost_draft_point *a = &c->draft_by_seqs[lo], *b = &c->draft_by_seqs[hi];
-    double w = lo == hi || !(seqs > a->seqs) ? 0 : (seqs - a->seqs) / (double)(b->seqs - a->seqs);
     *per_step = a->per_step + (b->per_step - a->per_step) * w;
     *per_token = a->per_token + (b->per_token - a->per_token) * w;
 }
@@ -155,6 +162,12 @@ static int load_by_seqs(cost_curve *c, const cJSON *bs, const char *path, char *
     return 0;
 }
 
+/* An optional cost: kept when it is a finite number > 0, else the field stays 0 (none). */
+static void positive(const cJSON *j, const char *name, double *field) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (cJSON_IsNumber(v) && v->valuedouble > 0 && isfinite(v->valuedouble)) *field = v->valuedouble;
+}
+
 static int load_json(cost_curve *c, const char *path, const char *text, char *err, size_t errlen) {
     cJSON *j = cJSON_Parse(text);
     if (!j) return errf(err, errlen, "%s: not valid JSON", path);
@@ -183,20 +196,11 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     char src[600];
     snprintf(src, sizeof src, "%.500s (cost table JSON)", path);
     cost_curve_from_points(c, r, s, n, src);
-    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_token");
-    if (cJSON_IsNumber(ds) && ds->valuedouble > 0 && isfinite(ds->valuedouble))
-        c->draft_seconds_per_token = ds->valuedouble;
-    const cJSON *lg = cJSON_GetObjectItemCaseSensitive(j, "logits_seconds_per_row");
-    if (cJSON_IsNumber(lg) && lg->valuedouble > 0 && isfinite(lg->valuedouble)) c->logits_seconds_per_row = lg->valuedouble;
-    const cJSON *cx = cJSON_GetObjectItemCaseSensitive(j, "context_seconds_per_row_token");
-    if (cJSON_IsNumber(cx) && cx->valuedouble > 0 && isfinite(cx->valuedouble))
-        c->context_seconds_per_row_token = cx->valuedouble;
-    const cJSON *dpt = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_prompt_token");
-    if (cJSON_IsNumber(dpt) && dpt->valuedouble > 0 && isfinite(dpt->valuedouble))
-        c->draft_seconds_per_prompt_token = dpt->valuedouble;
-    const cJSON *dst = cJSON_GetObjectItemCaseSensitive(j, "draft_seconds_per_step");
-    if (cJSON_IsNumber(dst) && dst->valuedouble > 0 && isfinite(dst->valuedouble))
-        c->draft_seconds_per_step = dst->valuedouble;
+    positive(j, "draft_seconds_per_token", &c->draft_seconds_per_token);
+    positive(j, "draft_seconds_per_step", &c->draft_seconds_per_step);
+    positive(j, "draft_seconds_per_prompt_token", &c->draft_seconds_per_prompt_token);
+    positive(j, "logits_seconds_per_row", &c->logits_seconds_per_row);
+    positive(j, "context_seconds_per_row_token", &c->context_seconds_per_row_token);
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "threads");
     if (cJSON_IsNumber(th)) c->threads = th->valueint;
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "history");

@@ -8,10 +8,10 @@
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
  *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional),
  *    "logits_seconds_per_row": L (optional),
-    "context_seconds_per_row_token": A (optional),
-    "draft_seconds_per_prompt_token": B (optional),
-    "draft_by_sequences": [{"sequences": n, "seconds_per_step": F_n,
-                            "seconds_per_token": T_n}, ...] (optional)}
+ *    "context_seconds_per_row_token": A (optional),
+ *    "draft_seconds_per_prompt_token": B (optional),
+ *    "draft_by_sequences": [{"sequences": n, "seconds_per_step": F_n,
+ *                            "seconds_per_token": T_n}, ...] (optional)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
