@@ -103,11 +103,9 @@ static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, in
  * catch-up over the whole prompt (an MTP head or draft model prefilling its
  * own cache: ~2 ms here) and the first calls' warm-up cancel out. That
  * catch-up, per prompt token, is *begin_per_token (n = 1 only): the short
- * depth-1 run's drafting time after `history` prompt tokens less the same run's
- * after history / 4, over the difference in prompt tokens (taking the short
- * run's time beyond its steps' share instead also counted the first calls'
- * warm-up: 24–41 µs per prompt token, and the simulated TPOT of every
- * model drafter's cells came out slow). */
+ * depth-1 run's drafting time after `history` prompt tokens less the same
+ * run's after history / 4, over the difference in prompt tokens, so what
+ * the two runs share (their steps, the first calls' warm-up) cancels. */
 static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, int n, double *F_out,
                      double *T_out, double *begin_per_token, char *err, size_t errlen) {
     const int depth[2] = {1, 4};
@@ -219,29 +217,28 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
                 nq[c]++;
             }
         }
-        /* one row's lm_head: B rows of one sequence with every row's logits
-         * (what the curves count) against the last row's only (a prompt chunk) */
+        /* one B-row prompt chunk (last row's logits only) after `history`
+         * tokens, against: the same rows with every row's logits (what the
+         * curves count) — one row's lm_head; and the same chunk as a fresh
+         * prompt, whose rows attend to `history` fewer positions each — the
+         * attention per token of context. seqs[0] then gets its history
+         * back for the next pass. */
         int B = max_rows < 64 ? max_rows : 64;
-        lm_p[pass] = cx_p[pass] = 0;
+        double last, at_0;
+        lm_p[pass] = 0;
+        if (time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &last, err, errlen))
+            goto out;
         if (B >= 2) {
-            double all, last;
-            if (time_step(e, seqs, 1, B, toks + history, history, reps, lrows, logits, spans, times, &all, err, errlen) ||
-                time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &last, err, errlen))
+            double all;
+            if (time_step(e, seqs, 1, B, toks + history, history, reps, lrows, logits, spans, times, &all, err, errlen))
                 goto out;
             lm_p[pass] = all > last ? (all - last) / (B - 1) : 0;
         }
-        /* attention per token of context: the same B-row prompt chunk after
-         * `history` tokens (`last`, again) and as a fresh prompt (each row
-         * attends to history more positions in the first); a fresh seqs[0]
-         * then gets its history back for the next pass */
-        double at_h, at_0;
-        if (time_step_last(e, seqs[0], B, toks + history, history, reps, lrows, logits, times, &at_h, err, errlen))
-            goto out;
         kv_truncate(e->kv, seqs[0], 0);
         if (time_step_last(e, seqs[0], B, toks, 0, reps, lrows, logits, times, &at_0, err, errlen) ||
             fill_history(e, seqs[0], toks, history, err, errlen))
             goto out;
-        cx_p[pass] = at_h > at_0 ? (at_h - at_0) / ((double)B * history) : 0;
+        cx_p[pass] = last > at_0 ? (last - at_0) / ((double)B * history) : 0;
     }
     for (int i = 0; i < np; i++) {
         double v[PASSES];
