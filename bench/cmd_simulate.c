@@ -41,11 +41,13 @@ static void help(FILE *f) {
         "  --cost-table FILE      seconds per step vs rows: `specbed profile` JSON,\n"
         "                         bench_engine CSV, or a JSON in that shape for other\n"
         "                         hardware (required)\n"
-        "  --draft-seconds S      seconds per drafted token (default: the table's\n"
-        "                         draft_seconds_per_token, else 0)\n"
+        "  --draft-seconds S      seconds per drafted token (default: the table's, per\n"
+        "                         drafting batch when it has draft_by_sequences)\n"
         "  --step-overhead-ms MS  fixed host time per step (default 0); with --compare,\n"
-        "                         auto: per concurrency and workload, the depth-0 cell's\n"
-        "                         mean TPOT less the simulated one without overhead\n"
+        "                         auto: per workload, fitted with the per-token time to\n"
+        "                         its depth-0 cells' mean TPOT (see --token-overhead-ms)\n"
+        "  --token-overhead-ms MS host time per token a step commits (default 0; the\n"
+        "                         value --compare's auto fit prints, for what-if runs)\n"
         "  --request-overhead-ms MS  server time from a request's arrival to its place\n"
         "                         in the queue (HTTP, tokenising; default 0); with\n"
         "                         --compare, auto: per workload, the lowest-concurrency\n"
@@ -104,7 +106,7 @@ static void help(FILE *f) {
 
 typedef struct {
     const char *accept, *sweep, *drafter, *workloads, *cost_path, *out, *lengths_from, *objective;
-    double draft_s, overhead_ms, req_overhead_ms, think_ms, burstiness, duration, cpt, slo_ttft_ms, slo_tpot_ms;
+    double draft_s, overhead_ms, tok_overhead_ms, req_overhead_ms, think_ms, burstiness, duration, cpt, slo_ttft_ms, slo_tpot_ms;
     int max_running, row_budget, prefill_chunk, requests, repeats, per_replica, quiet, compare, balance;
     int prompt_len, output_len;
     int depths[SIM_MAX_DEPTH + 1], n_depths, replicas[64], n_replicas;
@@ -171,6 +173,7 @@ static int parse_opt(opts *o, int argc, char **argv, int *i) {
         if (!strcmp(v, "auto")) o->overhead_ms = -1;
         else if (opt_double(CMD, a, v, 0, 1e5, &o->overhead_ms)) return -1;
     }
+    else if (!strcmp(a, "--token-overhead-ms")) { VAL(); if (opt_double(CMD, a, v, 0, 1e5, &o->tok_overhead_ms)) return -1; }
     else if (!strcmp(a, "--request-overhead-ms")) {
         VAL();
         if (!strcmp(v, "auto")) o->req_overhead_ms = -1;
@@ -286,6 +289,7 @@ int cmd_simulate(int argc, char **argv) {
         if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "%s: %s\n", CMD, err); return 2; }
         sim_compare_opts co = {.sweep_dir = o.sweep, .drafter = o.drafter, .out_dir = outdir, .cost = &cost,
                                .draft_s_per_token = draft_s, .step_overhead_s = o.overhead_ms < 0 ? -1 : o.overhead_ms / 1e3,
+                               .token_overhead_s = o.tok_overhead_ms / 1e3,
                                .request_overhead_s = o.req_overhead_ms < 0 ? -1 : o.req_overhead_ms / 1e3,
                                .think_s = o.think_ms < 0 ? -1 : o.think_ms / 1e3,
                                .chars_per_token = o.cpt, .repeats = o.repeats, .max_running = o.max_running,
@@ -345,6 +349,7 @@ int cmd_simulate(int argc, char **argv) {
     base.cost = &cost;
     base.draft_s_per_token = draft_s;
     base.step_overhead_s = o.overhead_ms / 1e3;
+    base.token_overhead_s = o.tok_overhead_ms / 1e3;
     base.request_overhead_s = o.req_overhead_ms / 1e3;
     base.balance = (sim_balance)o.balance;
     base.burstiness = o.burstiness;

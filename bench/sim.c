@@ -383,13 +383,13 @@ static int batch_start(sim *s, int r, double t) {
     }
     double full = cost_curve_at_seqs(c->cost, n_seqs, rows);
     double less = no_logits * c->cost->logits_seconds_per_row - ctx * per_ctx;
-    /* the drafter, batched over the step's drafting sequences (the table's
-     * per-batch figures; a given per-token cost overrides the table's) */
-    double F, T;
-    cost_curve_draft_at(c->cost, n_drafting > 0 ? n_drafting : 1, &F, &T);
-    if (c->draft_s_per_token >= 0) T = c->draft_s_per_token;
-    double dt = (less < 0.75 * full ? full - less : 0.25 * full) + n_drafting * F + drafted * T + begun * c->cost->draft_seconds_per_prompt_token +
-                c->step_overhead_s + tokens * c->token_overhead_s;
+    double dt = (less < 0.75 * full ? full - less : 0.25 * full) + c->step_overhead_s + tokens * c->token_overhead_s;
+    if (n_drafting) {   /* the drafter, batched over the step's drafting sequences */
+        double F, T;
+        cost_curve_draft_at(c->cost, n_drafting, &F, &T);
+        if (c->draft_s_per_token >= 0) T = c->draft_s_per_token;   /* a given per-token cost overrides the table's */
+        dt += n_drafting * F + drafted * T + begun * c->cost->draft_seconds_per_prompt_token;
+    }
     if (!(dt > 0)) dt = 1e-9;
     s->rows_sum += rows;
     s->steps++;

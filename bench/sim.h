@@ -258,7 +258,8 @@ typedef struct {
     const char *sweep_dir, *drafter, *out_dir;
     const cost_curve *cost;
     double draft_s_per_token, chars_per_token;
-    double step_overhead_s;    /* < 0: per concurrency and workload from the sweep's depth-0 cells */
+    double step_overhead_s;    /* < 0: fitted per workload, with a per-token part, to the sweep's depth-0 cells */
+    double token_overhead_s;   /* used when step_overhead_s is given (≥ 0) */
     double request_overhead_s; /* < 0: per workload from its lowest-concurrency depth-0 cell */
     double think_s;            /* < 0: per concurrency from the sweep's depth-0 cells (see sim_compare.c) */
     int repeats, max_running, row_budget;

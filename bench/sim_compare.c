@@ -235,6 +235,13 @@ static int request_overheads(const sim_compare_opts *o, const sim_sweep_cell *ce
     return 0;
 }
 
+/* Row i is the first of its workload (for lines printed once per workload). */
+static int first_of_workload(const cmp_row *rows, int i) {
+    for (int k = 0; k < i; k++)
+        if (!strcmp(rows[k].c->workload, rows[i].c->workload)) return 0;
+    return 1;
+}
+
 static void pct(strbuf *b, double e) {
     if (isnan(e)) strbuf_printf(b, " — |");
     else strbuf_printf(b, " %+.1f%% |", 100 * e);
@@ -247,7 +254,7 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
     cmp_row *rows = calloc((size_t)nc, sizeof *rows);
     host_ov *ov = calloc((size_t)nc, sizeof *ov);
     if (!rows || !ov) { free(rows); free(ov); free(cells); return errf(err, errlen, "out of memory"); }
-    for (int i = 0; i < nc; i++) ov[i] = (host_ov){o->step_overhead_s, 0, o->request_overhead_s};
+    for (int i = 0; i < nc; i++) ov[i] = (host_ov){o->step_overhead_s, o->token_overhead_s, o->request_overhead_s};
     if ((o->step_overhead_s < 0 && host_overheads(o, cells, nc, ov, err, errlen)) ||
         (o->request_overhead_s < 0 && request_overheads(o, cells, nc, ov, err, errlen))) {
         free(rows); free(ov); free(cells);
@@ -286,28 +293,24 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
     if (o->step_overhead_s < 0) {
         strbuf_printf(&b, "host overhead, per workload, fitted to its depth-0 cells (measured mean TPOT - simulated "
                           "with no overhead = per step + per token x concurrency):");
-        for (int i = 0; i < n; i++) {
-            int dup = 0;
-            for (int k = 0; k < i; k++) dup |= !strcmp(rows[k].c->workload, rows[i].c->workload);
-            if (!dup)
+        for (int i = 0; i < n; i++)
+            if (first_of_workload(rows, i))
                 strbuf_printf(&b, " %s: %.3f ms per step + %.3f ms per token;", rows[i].c->workload,
                               rows[i].ov.step_s * 1e3, rows[i].ov.tok_s * 1e3);
-        }
         strbuf_printf(&b, "\n\n");
-    } else strbuf_printf(&b, "host overhead per step %.3g ms\n\n", o->step_overhead_s * 1e3);
+    } else
+        strbuf_printf(&b, "host overhead %.3g ms per step + %.3g ms per token\n\n", o->step_overhead_s * 1e3,
+                      o->token_overhead_s * 1e3);
     if (o->request_overhead_s < 0) {
         strbuf_printf(&b, "server time per request before its first step, per workload (its lowest-concurrency "
                           "depth-0 cell's measured mean TTFT - simulated without it):");
-        for (int i = 0; i < n; i++) {
-            int dup = 0;
-            for (int k = 0; k < i; k++) dup |= !strcmp(rows[k].c->workload, rows[i].c->workload);
-            if (!dup) strbuf_printf(&b, " %s: %.3f ms;", rows[i].c->workload, rows[i].ov.req_s * 1e3);
-        }
+        for (int i = 0; i < n; i++)
+            if (first_of_workload(rows, i)) strbuf_printf(&b, " %s: %.3f ms;", rows[i].c->workload, rows[i].ov.req_s * 1e3);
         strbuf_printf(&b, "\n\n");
     } else strbuf_printf(&b, "server time per request before its first step %.3g ms\n\n", o->request_overhead_s * 1e3);
     if (o->think_s < 0) {
-        strbuf_printf(&b, "client think time per concurrency, from the depth-0 cells (concurrency / request_throughput "
-                          "- mean E2E):");
+        strbuf_printf(&b, "client think time per concurrency, from the depth-0 cells ((concurrency / request_throughput "
+                          "- mean E2E) x n / (n - 1), n requests per client):");
         int seen[64], ns = 0;
         for (int i = 0; i < n; i++) {
             int dup = 0;

@@ -346,6 +346,7 @@ static cJSON *grid_json(const sim_grid *g) {
     cJSON_AddStringToObject(cfg, "cost_source", b->cost->source);
     add_num(cfg, "draft_seconds_per_token", b->draft_s_per_token >= 0 ? b->draft_s_per_token : b->cost->draft_seconds_per_token);
     add_num(cfg, "step_overhead_ms", b->step_overhead_s * 1e3);
+    add_num(cfg, "token_overhead_ms", b->token_overhead_s * 1e3);
     add_num(cfg, "request_overhead_ms", b->request_overhead_s * 1e3);
     cJSON_AddNumberToObject(cfg, "max_running", b->max_running);
     cJSON_AddNumberToObject(cfg, "row_budget", b->row_budget);

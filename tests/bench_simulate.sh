@@ -43,6 +43,21 @@ grep -q '^| replicas | load | depth |' "$WORK/a.txt" && grep -q '^### Decision p
   fail "stdout has no markdown tables"
 grep -Eq 'speculation (stops paying at|pays at every load simulated)' "$WORK/a.txt" || fail "stdout does not say where speculation stops paying"
 
+# --token-overhead-ms: at depth 0 a decode step commits one token per request, so 2 ms per token
+# adds exactly 2 ms to every step and to the mean TPOT (one client, nothing else in the batch);
+# the config records it
+for t in 0 2; do
+  run --accept "$WORK/accept.json" --workloads code --cost-table "$WORK/cost.json" --depths 0 --concurrency 1 \
+      --requests 10 --repeats 1 --token-overhead-ms $t --quiet --out "$WORK/tok$t" >/dev/null 2>"$WORK/tok.err" ||
+    fail "--token-overhead-ms $t exited $?: $(tail -3 "$WORK/tok.err")"
+done
+python3 - "$WORK/tok0/simulate.csv" "$WORK/tok2/simulate.csv" <<'PY' || fail "--token-overhead-ms 2 did not add 2 ms to the mean TPOT"
+import csv, sys
+a, b = (float(next(csv.DictReader(open(f)))["mean_tpot_ms"]) for f in sys.argv[1:3])
+assert abs(b - a - 2.0) < 1e-6, (a, b)
+PY
+grep -Eq '"token_overhead_ms":[[:space:]]*2' "$WORK/tok2/simulate.json" || fail "simulate.json lacks token_overhead_ms"
+
 # one seed, one answer
 run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --depths 0-2 --replicas 1,2 \
     --concurrency 1,4 --requests 60 --repeats 3 --slo-tpot-ms 15 --out "$WORK/b" >/dev/null 2>&1 || fail "rerun failed"
