@@ -12,7 +12,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-#define PASSES 3   /* the cost table's measurements, each taken this many times (median) */
+#define PASSES 3      /* the cost table's measurements, each taken this many times (median) */
+#define BEGIN_REPS 5  /* runs per prompt length for the drafter's catch-up over the prompt */
 
 static double median_of(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -104,8 +105,9 @@ static int draft_run(gen_engine *e, drafter *d, const int *toks, int history, in
  * own cache: ~2 ms here) and the first calls' warm-up cancel out. That
  * catch-up, per prompt token, is *begin_per_token (n = 1 only): the short
  * depth-1 run's drafting time after `history` prompt tokens less the same
- * run's after history / 4, over the difference in prompt tokens, so what
- * the two runs share (their steps, the first calls' warm-up) cancels. */
+ * run's after history / 4 (medians of BEGIN_REPS runs each), over the
+ * difference in prompt tokens, so what the two runs share (their steps,
+ * the first calls' warm-up) cancels. */
 static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, int n, double *F_out,
                      double *T_out, double *begin_per_token, char *err, size_t errlen) {
     const int depth[2] = {1, 4};
@@ -130,13 +132,17 @@ static int draft_fit(gen_engine *e, drafter *d, const int *toks, int history, in
     }
     *F_out = F;
     *T_out = T > 0 ? T : 0;
-    if (begin_per_token) {
+    if (begin_per_token) {   /* medians of BEGIN_REPS alternated pairs: one pair scattered 2x */
         int quarter = history / 4;
-        double sq, dq, nq;
+        double full[BEGIN_REPS], part[BEGIN_REPS], dq, nq;
         *begin_per_token = 0;
         if (quarter >= 1 && history > quarter) {
-            if (draft_run(e, d, toks, quarter, n, 1, 16, &sq, &dq, &nq, err, errlen)) return -1;
-            double b = (short_s - sq) / (history - quarter);
+            full[0] = short_s;
+            for (int k = 0; k < BEGIN_REPS; k++)
+                if ((k > 0 && draft_run(e, d, toks, history, n, 1, 16, &full[k], &dq, &nq, err, errlen)) ||
+                    draft_run(e, d, toks, quarter, n, 1, 16, &part[k], &dq, &nq, err, errlen))
+                    return -1;
+            double b = (median_of(full, BEGIN_REPS) - median_of(part, BEGIN_REPS)) / (history - quarter);
             *begin_per_token = b > 0 ? b : 0;
         }
     }
