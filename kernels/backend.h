@@ -35,9 +35,12 @@
 int kb_threads_init(int n);
 int kb_threads(void);
 
-/* The SIMD path the CPU kernels run: "avx512", "avx2" or "scalar". The
- * default is the best this CPU supports; the environment variable
- * SPECBED_CPU_PATH (a diagnostic) may name a lower one, read once.
+/* The SIMD path the CPU kernels run: "avx512", "avx2" or "scalar", the
+ * best this CPU supports by default; or "avx512bf16" (AVX-512 with bf16
+ * weights fed to the BF16 dot-product units, matmul inputs rounded to
+ * bf16: faster multi-row matmuls, not the f32 numerics the HF goldens
+ * hold to; never the default). The environment variable SPECBED_CPU_PATH
+ * may name any supported one, read once.
  * kb_set_cpu_path forces one: 0 ok, -1 unknown name or not supported here. */
 const char *kb_cpu_path(void);
 int kb_set_cpu_path(const char *name);

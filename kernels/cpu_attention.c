@@ -326,7 +326,7 @@ typedef void attend_fn(float *out, const float *q, const kb_kv_view *kv, const i
 
 static attend_fn *attend_for_path(void) {
 #if CPU_X86
-    if (cpu_path_get() == CPU_PATH_AVX512) return attend_avx512;
+    if (cpu_path_get() == CPU_PATH_AVX512 || cpu_path_get() == CPU_PATH_AVX512_BF16) return attend_avx512;
     if (cpu_path_get() == CPU_PATH_AVX2) return attend_avx2;
 #endif
     return attend_scalar;

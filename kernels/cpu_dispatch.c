@@ -1,6 +1,7 @@
 /* cpu_dispatch.c — CPU backend: which SIMD path the kernels run.
  * Owns: detecting the CPU's features once, the process-wide path choice,
- * and its names ("avx512", "avx2", "scalar").
+ * and its names ("avx512", "avx2", "scalar", and "avx512bf16": never the
+ * default, since it rounds matmul inputs to bf16; chosen by name only).
  * Must not: pick a path the CPU (and OS: the compiler's feature check also
  * asks XGETBV whether the AVX/AVX-512 register state is enabled) lacks.
  *
@@ -18,7 +19,8 @@
 #include <cpuid.h>
 #endif
 
-static const char *const path_names[3] = {"scalar", "avx2", "avx512"};
+#define N_PATHS 4
+static const char *const path_names[N_PATHS] = {"scalar", "avx2", "avx512", "avx512bf16"};
 
 static atomic_int active = -1;   /* cpu_path, or -1 before the first call */
 
@@ -32,15 +34,16 @@ static int supported(cpu_path p) {
     int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (p == CPU_PATH_AVX2) return avx2;
-    if (p == CPU_PATH_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl");
+    if (p == CPU_PATH_AVX512) return avx512;
+    if (p == CPU_PATH_AVX512_BF16) return avx512 && __builtin_cpu_supports("avx512bf16");
 #endif
     return 0;
 }
 
 static int path_by_name(const char *name) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_PATHS; i++)
         if (name && !strcmp(name, path_names[i])) return i;
     return -1;
 }
@@ -49,7 +52,8 @@ cpu_path cpu_path_get(void) {
     int p = atomic_load_explicit(&active, memory_order_relaxed);
     if (p >= 0) return (cpu_path)p;
     p = supported(CPU_PATH_AVX512) ? CPU_PATH_AVX512 : supported(CPU_PATH_AVX2) ? CPU_PATH_AVX2 : CPU_PATH_SCALAR;
-    /* Diagnostic override (backend.h lists it); read once, here only. */
+    /* Override (backend.h lists it; the only way to the avx512bf16 path
+     * besides kb_set_cpu_path); read once, here only. */
     int want = path_by_name(getenv("SPECBED_CPU_PATH"));
     if (want >= 0 && supported((cpu_path)want)) p = want;
     atomic_store(&active, p);

@@ -25,7 +25,10 @@
 #define CPU_X86 0
 #endif
 
-typedef enum { CPU_PATH_SCALAR = 0, CPU_PATH_AVX2 = 1, CPU_PATH_AVX512 = 2 } cpu_path;
+/* AVX512_BF16: the AVX-512 path with bf16 weights fed to vdpbf16ps (x
+ * rounded to bf16; cpu_matmul_avx512.c), never chosen unless asked for;
+ * every kernel but the matmul runs the AVX-512 code there. */
+typedef enum { CPU_PATH_SCALAR = 0, CPU_PATH_AVX2 = 1, CPU_PATH_AVX512 = 2, CPU_PATH_AVX512_BF16 = 3 } cpu_path;
 
 /* The path kernels use now (resolved on first call: the best this CPU has,
  * or what kb_set_cpu_path chose). */
@@ -81,6 +84,7 @@ cpu_mm_block_fn cpu_mm_block_scalar;
 #if CPU_X86
 cpu_mm_block_fn cpu_mm_block_avx2;
 cpu_mm_block_fn cpu_mm_block_avx512;
+cpu_mm_block_fn cpu_mm_block_avx512bf16;
 #endif
 
 /* ---- thread pool (cpu_pool.c) ----------------------------------------------

@@ -104,6 +104,7 @@ static int round_up(int a, int b) { return ceil_div(a, b) * b; }
 static cpu_mm_block_fn *path_block(void) {
 #if CPU_X86
     switch (cpu_path_get()) {
+    case CPU_PATH_AVX512_BF16: return cpu_mm_block_avx512bf16;
     case CPU_PATH_AVX512: return cpu_mm_block_avx512;
     case CPU_PATH_AVX2: return cpu_mm_block_avx2;
     case CPU_PATH_SCALAR: break;

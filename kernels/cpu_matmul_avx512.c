@@ -1,7 +1,11 @@
 /* cpu_matmul_avx512.c — CPU backend: the AVX-512 matmul block.
- * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
- * (CMakeLists.txt, this file only) and called only when cpu_path_get() is
- * CPU_PATH_AVX512 (cpu_matmul.c).
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mavx2 -mfma
+ * -mf16c (CMakeLists.txt, this file only) and called only when
+ * cpu_path_get() is CPU_PATH_AVX512 or, for cpu_mm_block_avx512bf16,
+ * CPU_PATH_AVX512_BF16 (cpu_matmul.c). Only the _mm512_dpbf16_ps and
+ * _mm512_cvtne2ps_pbh intrinsics emit BF16 instructions (the compiler does
+ * not turn f32 code into them), and only cpu_mm_block_avx512bf16 reaches
+ * those.
  * Owns: the AVX-512 reduction order (not the AVX2/scalar one: results
  * differ from those paths in the last bits, and tests say so):
  *   y[i][j]: one 16-lane accumulator; lane l takes k ≡ l (mod 16) for every
@@ -10,8 +14,21 @@
  *   then a fixed tree: a[l] = v[l] + v[l+8] (l < 8), b[l] = a[l] + a[l+4],
  *   c[l] = b[l] + b[l+2], r = c[0] + c[1] — eight outputs at a time through
  *   one transposed tree (cpu_hsum_x86.h) with exactly those adds.
- * bf16 weights are widened exactly (a shift), never fed to vdpbf16ps: that
- * instruction rounds x to bf16 too and would leave the HF goldens' numerics.
+ * bf16 weights are widened exactly (a shift) on this path. The separate
+ * path "avx512bf16" (CPU_PATH_AVX512_BF16, chosen only when asked for) feeds
+ * bf16 weights to vdpbf16ps instead, which needs x in bf16 too:
+ *   x rounded to bf16 (round to nearest even, vcvtne2ps2bf16); lane l takes
+ *   the pairs k = 32t + 2l, 32t + 2l + 1 for t increasing, each pair added
+ *   into the f32 accumulator by the CPU's vdpbf16ps (both products are exact
+ *   in f32; their two roundings, denormals flushed, in the order the CPU
+ *   implements); the tail cols%32 with both operands zeroed beyond cols;
+ *   then the same tree as above.
+ * That leaves the f32 numerics (|error| up to 2⁻⁸·Σ|x·w| from rounding x,
+ * against γ_n·Σ|x·w|), so it never is the default: it is the speed of the
+ * BF16 units (1.4–1.5x the widened FMAs for 4–48 rows on this project's EPYC,
+ * bench/README.md) for whoever accepts bf16 activations, as bf16 serving
+ * stacks do. Rows stay invariant on it (one order per output, whatever the
+ * batch). f32 and f16 weights take the widened path on it unchanged.
  * Register tiles (32 zmm): R x rows × J weight rows, R·J accumulators plus
  * J converted weight vectors plus one x vector (≤ 31 registers), with
  * R·J ≥ 8 independent fma chains (latency 4 × 2 ports):
@@ -68,7 +85,7 @@ static AI float hsum16(__m512 v) {
 /* y[r*ldy + j] for r < R, j < jn (≤ J): x rows at x + r*cols, weight row j at
  * w0 + j*ws. R and J are constants after inlining. */
 static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *w0, size_t ws, int R, int J,
-                    int jn, kb_dtype dt) {
+                    int jn, kb_dtype dt, int dp) {
     const void *wr[JMAX];
 #pragma GCC unroll 8
     for (int j = 0; j < J; j++) wr[j] = w0 + (size_t)(j < jn ? j : jn - 1) * ws;
@@ -78,6 +95,37 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) acc[r][j] = _mm512_setzero_ps();
     int k = 0;
+    if (dp) {   /* bf16 weights on the avx512bf16 path: 32 products per instruction */
+        for (; k + 32 <= cols; k += 32) {
+            __m512bh wv[JMAX];
+#pragma GCC unroll 8
+            for (int j = 0; j < J; j++) wv[j] = (__m512bh)_mm512_loadu_si512((const uint16_t *)wr[j] + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const float *xr = x + (size_t)r * cols + k;
+                __m512bh xv = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + 16), _mm512_loadu_ps(xr));
+#pragma GCC unroll 8
+                for (int j = 0; j < J; j++) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
+            }
+        }
+        if (k < cols) {
+            int n = cols - k;
+            __mmask32 mw = (__mmask32)(n == 32 ? ~0u : (1u << n) - 1);
+            __mmask16 mlo = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+            __mmask16 mhi = (__mmask16)(n <= 16 ? 0 : (1u << (n - 16)) - 1);
+            __m512bh wv[JMAX];
+#pragma GCC unroll 8
+            for (int j = 0; j < J; j++) wv[j] = (__m512bh)_mm512_maskz_loadu_epi16(mw, (const uint16_t *)wr[j] + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const float *xr = x + (size_t)r * cols + k;
+                __m512bh xv = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mhi, xr + 16), _mm512_maskz_loadu_ps(mlo, xr));
+#pragma GCC unroll 8
+                for (int j = 0; j < J; j++) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
+            }
+        }
+        k = cols;
+    }
     for (; k + 16 <= cols; k += 16) {
         __m512 wv[JMAX];
 #pragma GCC unroll 8
@@ -128,13 +176,13 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 }
 
 static AI void rows_tile(float *y, size_t ldy, const float *x, int cols, const char *w, size_t ws, int j0,
-                         int j1, int R, int J, kb_dtype dt) {
+                         int j1, int R, int J, kb_dtype dt, int dp) {
     for (int j = j0; j < j1; j += J)
-        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt);
+        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt, dp);
 }
 
 static AI void block(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt, int cols,
-                     int j0, int j1) {
+                     int j0, int j1, int dp) {
     size_t ws = (size_t)cols * kb_dtype_size(dt);
     for (int i = 0; i < m;) {
         /* Rows left ≤ RMAX: one tile; else, below 2·RMAX: two even tiles
@@ -143,25 +191,28 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
         float *yi = y + (size_t)i * ldy;
         const float *xi = x + (size_t)i * cols;
         switch (R) {
-        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt); break;
-        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 8, dt); break;
-        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 6, dt); break;
-        case 4: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 6, dt); break;
-        case 5: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 5, 4, dt); break;
-        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt); break;
+        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt, dp); break;
+        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 8, dt, dp); break;
+        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 6, dt, dp); break;
+        case 4: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 6, dt, dp); break;
+        case 5: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 5, 4, dt, dp); break;
+        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt, dp); break;
         }
         i += R;
     }
 }
 
 static void block_f32(float *y, size_t ldy, const float *x, int m, const void *w, int cols, int j0, int j1) {
-    block(y, ldy, x, m, w, KB_F32, cols, j0, j1);
+    block(y, ldy, x, m, w, KB_F32, cols, j0, j1, 0);
 }
 static void block_bf16(float *y, size_t ldy, const float *x, int m, const void *w, int cols, int j0, int j1) {
-    block(y, ldy, x, m, w, KB_BF16, cols, j0, j1);
+    block(y, ldy, x, m, w, KB_BF16, cols, j0, j1, 0);
 }
 static void block_f16(float *y, size_t ldy, const float *x, int m, const void *w, int cols, int j0, int j1) {
-    block(y, ldy, x, m, w, KB_F16, cols, j0, j1);
+    block(y, ldy, x, m, w, KB_F16, cols, j0, j1, 0);
+}
+static void block_bf16_dp(float *y, size_t ldy, const float *x, int m, const void *w, int cols, int j0, int j1) {
+    block(y, ldy, x, m, w, KB_BF16, cols, j0, j1, 1);
 }
 
 void cpu_mm_block_avx512(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt, int cols,
@@ -171,5 +222,11 @@ void cpu_mm_block_avx512(float *y, size_t ldy, const float *x, int m, const void
     case KB_BF16: block_bf16(y, ldy, x, m, w, cols, j0, j1); return;
     case KB_F16: block_f16(y, ldy, x, m, w, cols, j0, j1); return;
     }
+}
+
+void cpu_mm_block_avx512bf16(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt, int cols,
+                             int j0, int j1) {
+    if (dt == KB_BF16) block_bf16_dp(y, ldy, x, m, w, cols, j0, j1);
+    else cpu_mm_block_avx512(y, ldy, x, m, w, dt, cols, j0, j1);
 }
 #endif

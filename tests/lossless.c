@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend.h"
 #include "spec_run.h"
 #include "test_util.h"
 
@@ -105,3 +106,10 @@ int ll_load_prompts(gen_engine *e, const char *name, int prompts[][LL_MAXP], int
     return got;
 }
 
+
+int ll_path_missing(const char *test) {
+    const char *want = getenv("SPECBED_CPU_PATH");
+    if (!want || !*want || !strcmp(kb_cpu_path(), want)) return 0;
+    printf("%s: SPECBED_CPU_PATH=%s is not supported by this CPU (kernels: %s)\n", test, want, kb_cpu_path());
+    return 1;
+}

@@ -34,4 +34,10 @@ void ll_synthetic_prompts(int vocab, int prompts[LL_NP][LL_MAXP], int *lens);
  * each kept (mixed lengths, at most LL_MAXP tokens). Returns how many. */
 int  ll_load_prompts(gen_engine *e, const char *workload, int prompts[][LL_MAXP], int *lens, int n);
 
+/* A ctest variant that sets SPECBED_CPU_PATH runs the check on that kernel
+ * path; where the kernels did not take it (this CPU lacks it), returns 1
+ * after saying so, and the test skips (77) instead of passing on another
+ * path. 0 otherwise (no variable, or the path is active). */
+int  ll_path_missing(const char *test);
+
 #endif

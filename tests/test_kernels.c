@@ -5,7 +5,10 @@
  * threads run it.
  *
  * Every check runs once per SIMD path this CPU supports (scalar always,
- * then avx2 and avx512 where present), each forced with kb_set_cpu_path.
+ * then avx2, avx512 and avx512bf16 where present), each forced with
+ * kb_set_cpu_path. avx512bf16 rounds x to bf16 for bf16 weights (products
+ * then exact, accumulated in f32), so its bound adds u_bf16·Σ|x·w| with
+ * u_bf16 = 2⁻⁸ (bf16 keeps 8 significant bits; round to nearest).
  * Invariance is a property of one path: the AVX-512 matmul accumulates in
  * 16 lanes, AVX2 and scalar in 8, so avx512 results may differ from the
  * others in the last bits and are never compared with them; scalar and
@@ -28,6 +31,10 @@
 #include <string.h>
 
 #define U (1.0 / 16777216.0)   /* 2^-24 */
+#define U_BF16 (1.0 / 256.0)   /* 2^-8 */
+
+/* The current path rounds x to bf16 for weights of dtype dt. */
+static int rounds_x(int dt) { return dt == KB_BF16 && !strcmp(kb_cpu_path(), "avx512bf16"); }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) { /* [0, 1) */
@@ -140,15 +147,16 @@ static void test_matmul_accuracy(void) {
                                 double p = (double)x[i * cols + k] * t.val[(size_t)j * cols + k];
                                 ref += p; mag += fabs(p);
                             }
-                            double err = fabs(y[i * rows + j] - ref), tol = gamma_n(cols) * mag;
+                            double g = gamma_n(cols), err = fabs(y[i * rows + j] - ref);
+                            double tol = rounds_x(dt) ? (U_BF16 + g * (1 + U_BF16)) * mag : g * mag;
                             if (mag > 0 && err / mag > worst) worst = err / mag;
                             CHECKF(err <= tol, "%s matmul m=%d rows=%d cols=%d y[%d][%d]=%.9g ref=%.9g (tol %.3g)",
                                    dt_name(dt), m, rows, cols, i, j, y[i * rows + j], ref, tol);
                         }
                     free(x); free(y); free_weight(&t);
                 }
-    printf("matmul [%s]: worst |err|/sum|x*w| = %.3g (bound gamma_n, n<=300: %.3g)\n", kb_cpu_path(), worst,
-           gamma_n(300));
+    printf("matmul [%s]: worst |err|/sum|x*w| = %.3g (bound gamma_n, n<=300: %.3g%s)\n", kb_cpu_path(), worst,
+           gamma_n(300), rounds_x(KB_BF16) ? ", bf16 weights: + 2^-8" : "");
 }
 
 /* Row results must be bit-identical for any m, any neighbours, any thread
@@ -253,9 +261,44 @@ static float contract_dot(const float *x, const double *w, int cols, int lanes) 
     return d[0] + d[1];
 }
 
+static float bf16_round(float f) {   /* round to nearest even; finite inputs */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b = (b + 0x7fffu + (b >> 16 & 1u)) & 0xffff0000u;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* avx512bf16's order for bf16 weights (cpu_matmul_avx512.c): x rounded to
+ * bf16; lane l takes the pairs (32t + 2l, 32t + 2l + 1), t increasing; the
+ * products are exact in f32; how vdpbf16ps adds a pair is the CPU's: the
+ * candidates are even first, odd first, the pair summed first, or one
+ * rounding of all three (the last emulated in double). Then the 16-lane tree. */
+static float contract_dot_bf16(const float *x, const double *w, int cols, int how) {
+    float a[16] = { 0 };
+    for (int k = 0; k < cols; k += 2) {
+        float p0 = bf16_round(x[k]) * (float)w[k], p1 = k + 1 < cols ? bf16_round(x[k + 1]) * (float)w[k + 1] : 0.0f;
+        float *l = &a[(k % 32) / 2];
+        switch (how) {
+        case 0: *l = (*l + p0) + p1; break;
+        case 1: *l = (*l + p1) + p0; break;
+        case 2: *l = *l + (p0 + p1); break;
+        default: *l = (float)((double)*l + (double)p0 + (double)p1); break;
+        }
+    }
+    float b[8], c[4], d[2];
+    for (int l = 0; l < 8; l++) b[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++) c[l] = b[l] + b[l + 4];
+    for (int l = 0; l < 2; l++) d[l] = c[l] + c[l + 2];
+    return d[0] + d[1];
+}
+
 static void test_matmul_contract(void) {
     const char *path = kb_cpu_path();
-    int lanes = !strcmp(path, "avx512") ? 16 : 8;
+    int lanes = !strncmp(path, "avx512", 6) ? 16 : 8;
+    static const char *const how_name[4] = { "even product first", "odd product first", "pair summed first",
+                                             "one rounding" };
+    int how_bad[4] = { 0 };
     const int cols_list[] = { 1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40, 48, 63, 64, 77, 96, 256, 300 };
     int bad = 0;
     for (int dt = 0; dt < 3; dt++)
@@ -267,12 +310,29 @@ static void test_matmul_contract(void) {
             kb_matmul(y, x, &t.w, m);
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < rows; j++) {
-                    float want = contract_dot(x + (size_t)i * cols, t.val + (size_t)j * cols, cols, lanes);
-                    if (memcmp(&want, &y[(size_t)i * rows + j], sizeof want)) bad++;
+                    const float *xi = x + (size_t)i * cols, got = y[(size_t)i * rows + j];
+                    const double *wj = t.val + (size_t)j * cols;
+                    if (rounds_x(dt)) {
+                        for (int h = 0; h < 4; h++) {
+                            float want = contract_dot_bf16(xi, wj, cols, h);
+                            how_bad[h] += memcmp(&want, &got, sizeof want) != 0;
+                        }
+                        continue;
+                    }
+                    float want = contract_dot(xi, wj, cols, lanes);
+                    if (memcmp(&want, &got, sizeof want)) bad++;
                 }
             free(x); free(y); free_weight(&t);
         }
     CHECKF(bad == 0, "matmul [%s]: %d results differ from the %d-lane order the path documents", path, bad, lanes);
+    if (rounds_x(KB_BF16)) {   /* one candidate must give every result */
+        int best = 0;
+        for (int h = 1; h < 4; h++) if (how_bad[h] < how_bad[best]) best = h;
+        CHECKF(how_bad[best] == 0, "matmul [%s] bf16: no pair order explains the results (best: %s, %d differ)",
+               path, how_name[best], how_bad[best]);
+        printf("matmul [%s] bf16 weights: vdpbf16ps on this CPU adds a pair as \"%s\" (differences per candidate: "
+               "%d %d %d %d)\n", path, how_name[best], how_bad[0], how_bad[1], how_bad[2], how_bad[3]);
+    }
 }
 
 /* ---- rmsnorm, rope, swiglu, add, softmax ---------------------------------- */
@@ -595,11 +655,12 @@ int main(void) {
     CHECK(kb_threads_init(3) == 3 && kb_threads() == 3);
     kb_threads_init(2);
 
-    const char *paths[3] = { "scalar", "avx2", "avx512" };
-    static fingerprint fp[3];
-    int have[3] = { 0 };
+    enum { NP = 4 };
+    const char *paths[NP] = { "scalar", "avx2", "avx512", "avx512bf16" };
+    static fingerprint fp[NP];
+    int have[NP] = { 0 };
     test_conversions();
-    for (int pi = 0; pi < 3; pi++) {
+    for (int pi = 0; pi < NP; pi++) {
         if (!kb_cpu_path_supported(paths[pi])) {
             printf("path %s: not supported by this CPU, not tested\n", paths[pi]);
             if (pi == 0) CHECK(0);
@@ -622,7 +683,7 @@ int main(void) {
     }
     /* scalar and avx2 share the 8-lane matmul order; attention and SwiGLU have
      * one order (and one exp) on every path. avx512's matmul (16 lanes) may differ: reported, not required. */
-    for (int pi = 1; pi < 3; pi++) {
+    for (int pi = 1; pi < NP; pi++) {
         if (!have[pi]) continue;
         CHECKF(memcmp(fp[pi].att, fp[0].att, sizeof fp[0].att) == 0, "attention differs between scalar and %s", paths[pi]);
         CHECKF(memcmp(fp[pi].silu, fp[0].silu, sizeof fp[0].silu) == 0, "swiglu differs between scalar and %s", paths[pi]);
@@ -630,8 +691,16 @@ int main(void) {
         for (int dt = 0; dt < 3; dt++)
             for (int i = 0; i < FP_M * FP_ROWS; i++) differ += memcmp(&fp[pi].mm[dt][i], &fp[0].mm[dt][i], 4) != 0;
         if (pi == 1) CHECKF(differ == 0, "matmul: avx2 and scalar differ in %d of %d results", differ, 3 * FP_M * FP_ROWS);
-        else printf("matmul: avx512 differs from scalar/avx2 in %d of %d results (allowed: 16 vs 8 lanes)\n", differ,
-                    3 * FP_M * FP_ROWS);
+        else printf("matmul: %s differs from scalar/avx2 in %d of %d results (allowed: 16 vs 8 lanes%s)\n", paths[pi],
+                    differ, 3 * FP_M * FP_ROWS, pi == 3 ? ", bf16 x" : "");
+    }
+    /* avx512bf16 leaves f32 and f16 weights to the avx512 code: the same bits */
+    if (have[2] && have[3]) {
+        int differ = 0;
+        for (int dt = 0; dt < 3; dt++)
+            for (int i = 0; i < FP_M * FP_ROWS; i++)
+                if (dt != KB_BF16) differ += memcmp(&fp[3].mm[dt][i], &fp[2].mm[dt][i], 4) != 0;
+        CHECKF(differ == 0, "matmul: avx512bf16 differs from avx512 on f32/f16 weights in %d results", differ);
     }
     kb_set_cpu_path(paths[have[2] ? 2 : have[1] ? 1 : 0]);
     return tu_done("test_kernels");

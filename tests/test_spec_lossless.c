@@ -10,11 +10,14 @@
  * itself exercises the all-accepted + bonus path and the other fixture
  * exercises rejections. `bundled`: the bundled models/tiny family on code
  * and prose prompts from workloads/ (depths 1, 3, 5, 8; batches 1 and 8);
- * `full` (label slow): every depth × batch there. */
+ * `full` (label slow): every depth × batch there. ctest's
+ * test_spec_lossless_bf16 runs `bundled` with SPECBED_CPU_PATH=avx512bf16:
+ * invariance, hence losslessness, must hold on that path too. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend.h"
 #include "lossless.h"
 #include "test_util.h"
 
@@ -51,6 +54,8 @@ static int run_bundled(int full) {
 
 int main(int argc, char **argv) {
     tu_part part = tu_parse_part(argc, argv);
+    if (ll_path_missing("test_spec_lossless")) return tu_skip("test_spec_lossless", "kernel path not available");
+    printf("kernels: %s\n", kb_cpu_path());
     if (part != TU_FIXTURES) return run_bundled(part == TU_FULL);
     char err[1024];
     const char *target = "tests/fixtures/qwen3-tied";
