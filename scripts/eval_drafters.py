@@ -16,10 +16,11 @@ Each drafter proposes d_1..d_K from x_0..x_n (and the target hidden states
 it is entitled to: MTP h_{n-1}, DSpark the taps at positions < n);
 accept length = 1 + number of leading d_k == x_{n+k}; position rate k =
 fraction of steps with at least k accepted. DSpark runs its trained block
-(γ = block_size = K) from anchor x_n; MTP chains its one module on its own
+(γ = block_size) from anchor x_n, chained blocks (spec/drafter_dspark.h's
+rule, DSpark.draft_chain) for K > γ; MTP chains its one module on its own
 output; the draft model runs autoregressively with its own KV.
 
-Usage: eval_drafters.py [--prompts N] [--prompt-len P] [--gen G] [--depth K] [--out FILE]
+Usage: eval_drafters.py [--prompts N] [--prompt-len P] [--gen G] [--depth K] [--drafters mtp,dspark,draft] [--out FILE]
 """
 import argparse
 import json
@@ -113,7 +114,11 @@ def stack_drafts(stack, seq, anchors, K):
 
 def dspark_drafts(ds, taps, seq, anchors, K):
     ctx = ds.context(taps.unsqueeze(0))
-    toks, _, _, conf = ds.draft(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0))
+    if K > ds.block_size:  # chained blocks, as the engine runs depth K > γ
+        toks, _, conf = ds.draft_chain(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0),
+                                       -(-K // ds.block_size))
+    else:
+        toks, _, _, conf = ds.draft(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0))
     return toks[0, :, :K], torch.sigmoid(conf[0, :, :K])
 
 
@@ -134,6 +139,7 @@ def main():
     ap.add_argument("--dspark", default=os.path.join(tc.MODELS, "tiny-dspark"))
     ap.add_argument("--draft", default=os.path.join(tc.MODELS, "tiny-draft"))
     ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--drafters", default="mtp,dspark,draft", help="comma-separated subset to evaluate")
     ap.add_argument("--out", default=os.path.join(tc.WORK, "eval_drafters.json"))
     args = ap.parse_args()
     tc.setup_torch(0)
@@ -142,14 +148,15 @@ def main():
     target = tc.load_target(args.target)
     tstack = tm.Stack(target)
     drafters = {}
-    if os.path.exists(os.path.join(args.target, "model.safetensors")) and \
+    want = args.drafters.split(",")
+    if "mtp" in want and os.path.exists(os.path.join(args.target, "model.safetensors")) and \
             getattr(target.config, "num_nextn_predict_layers", 0):
         drafters["mtp"] = load_mtp(target, args.target)
-    if os.path.exists(os.path.join(args.dspark, "model.safetensors")):
+    if "dspark" in want and os.path.exists(os.path.join(args.dspark, "model.safetensors")):
         drafters["dspark"] = load_dspark(args.dspark)
         if drafters["dspark"].block_size != K:
             print("note: dspark block_size %d != depth %d" % (drafters["dspark"].block_size, K))
-    if os.path.exists(os.path.join(args.draft, "model.safetensors")):
+    if "draft" in want and os.path.exists(os.path.join(args.draft, "model.safetensors")):
         drafters["draft"] = tm.Stack(tc.load_target(args.draft))
     res = {"depth": K, "prompts": args.prompts, "prompt_len": args.prompt_len, "gen": args.gen,
            "drafters": {}, "samples": {}}

@@ -47,6 +47,9 @@ chained-drafting golden for the bundled models/tiny-dspark (validation
 contexts as make_drafter_goldens.py picks them), which that script's
 goldens do not cover.
 
+Both DSpark paths first run check_chain_mask: the one masked pass in which
+train_dspark.py --chain-blocks trains chained blocks must equal dspark_chain.
+
 Usage: .venv/bin/python scripts/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
        .venv/bin/python scripts/make_drafter_fixture.py --mtp2 [--mtp2-steps N] [--seed S]
 """
@@ -308,6 +311,33 @@ def dspark_chain(ds, ctx, a, anchor_tok, K):
     return torch.tensor(toks), torch.stack(cors), torch.stack(confs)
 
 
+def check_chain_mask(ds, stack, x, anchors):
+    """train_dspark.py --chain-blocks 2 trains block 1 in ONE pass over both
+    blocks of many anchors (tiny_modules.DSpark.block_mask, full-length ctx
+    masked at each anchor, block 1 started from the true token); the engine
+    runs one pass per block (dspark_chain). They agree iff no row sees a later
+    block or another anchor's rows, so blocks 0..b-1 keep the keys/values of
+    their own passes. Checks that on these anchors (f32: measured ~1e-5 on
+    logits; a block 1 blind to block 0 is off by whole units), and that
+    DSpark.draft_chain (eval_drafters at depth > γ) drafts the same tokens."""
+    g = ds.block_size
+    T = x.shape[0] - 1
+    taps, _ = stack.taps(x[:T].unsqueeze(0), ds.target_layer_ids)
+    ctx = ds.context(taps)
+    ref = [dspark_chain(ds, ctx[:, :a], a, int(x[a]), 2 * g) for a in anchors]
+    rtok, rcor = torch.stack([r[0] for r in ref]), torch.stack([r[1] for r in ref])
+    an = torch.tensor([anchors])
+    ids, pos = ds.block_inputs(x[an], an, rtok[:, g - 1].view(1, -1, 1))
+    hn = ds.backbone(ids, pos, ctx, ds.block_mask(an, T, 2)).view(len(anchors), 2 * g, -1)
+    _, cor, _ = ds.heads(hn, torch.cat([x[an][0].unsqueeze(1), rtok[:, :-1]], 1))
+    ctok, ccor, _ = ds.draft_chain(ctx, an, x[an], 2)
+    d1, d2 = (cor - rcor).abs().max().item(), (ccor[0] - rcor).abs().max().item()
+    print("dspark chain mask vs dspark_chain, anchors %s: max |Δ logit| %.2g (training pass), %.2g (draft_chain)"
+          % (anchors, d1, d2))
+    if d1 > 1e-3 or d2 > 1e-3 or not torch.equal(ctok[0], rtok):
+        raise SystemExit("dspark: the masked chained pass disagrees with dspark_chain")
+
+
 def dspark_context_golden(ds, stack, name, x, last, tensors, doc):
     """One context's DSpark golden (anchor = x's last token): the block's
     drafts, corrected logits and confidences, the depth-2γ chain, and for the
@@ -353,6 +383,7 @@ def write_dspark(target, stack, ds, dcfg, ctxs):
     g = ds.block_size
     tensors, doc = {}, {"contexts": []}
     with torch.no_grad():
+        check_chain_mask(ds, stack, ctxs[-1][1], [1, 40, 41, 97, ctxs[-1][1].shape[0] - 2])
         for ci, (name, x) in enumerate(ctxs):
             dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc)
     doc.update({"model": "tests/fixtures/dspark-tiny with target tests/fixtures/qwen3-tied",
@@ -383,6 +414,7 @@ def bundled_chain_golden():
     tensors, doc = {}, {"contexts": []}
     ctxs = mg.contexts((60, 140))
     with torch.no_grad():
+        check_chain_mask(ds, stack, ctxs[-1][2], [1, 40, 41, 97, ctxs[-1][2].shape[0] - 2])
         for ci, (name, dom, x) in enumerate(ctxs):
             dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc)
             doc["contexts"][-1]["domain"] = dom

@@ -2,7 +2,7 @@
 """tiny_model_card.py — write models/README.md (the model card) from the pipeline's records.
 
 Owns: models/README.md. Reads scratch/corpus/manifest.json,
-scratch/tiny/{target_eval,copy_eval,eval_drafters}.json, the training logs in
+scratch/tiny/{target_eval,copy_eval,eval_drafters,eval_chain}.json, the training logs in
 scratch/tiny/*.log and the configs/weights under models/.
 Must not: compute anything itself (every number comes from a record the
 training/eval scripts wrote), so the card cannot drift from the artefacts.
@@ -259,6 +259,36 @@ def main():
         sp = log_span("dspark")
         if sp:
             w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("dspark", r"step \d+/")))
+        ch = last_match("dspark_chain", r"dspark_chain: .*steps \(from 0\)")
+        if ch:
+            cfg = ch.split("config ", 1)[-1]
+            w("Chained fine-tune (the bundled weights): the engine chains blocks at depth K > γ "
+              "(spec/drafter_dspark.h), which one-block training never shows the drafter, so the stage above is "
+              "continued with `train_dspark.py --init <stage 1> --chain-blocks 2`: per anchor block 0 as above plus "
+              "block 1 = [x_{a+γ} (teacher-forced; in serving block 0's last draft), MASK×(γ−1)] at positions "
+              "a+γ..a+2γ−1 predicting x_{a+γ+1..a+2γ}, its rows attending to the ctx < a, block 0 and block 1 "
+              "(one masked pass equals the engine's pass per block: block 0 never sees block 1; "
+              "make_drafter_fixture.py check_chain_mask checks it); block 1's slots continue the decay "
+              "(slot γ+k weighted exp(−(γ+k)/4)). %s steps, peak LR %s, seed %s." % (
+                  re.search(r"'steps': (\d+)", cfg).group(1), re.search(r"'lr': ([0-9.e-]+)", cfg).group(1),
+                  re.search(r"'seed': (\d+)", cfg).group(1)))
+            sp = log_span("dspark_chain")
+            w("Wall time %.0f min. Last log line: `%s`\n" % (sp[2], last_match("dspark_chain", r"step \d+/")))
+        evc = os.path.join(tc.WORK, "eval_chain.json")
+        if os.path.exists(evc):
+            ec = jload(evc)
+            w("Acceptance at depth %d (eval_drafters.py --depth %d, otherwise as the depth-%d table below; DSpark "
+              "chains %d blocks, MTP its one module):\n" % (ec["depth"], ec["depth"], ev["depth"] if ev else 5,
+                                                             -(-ec["depth"] // dcfg["block_size"])))
+            w("| drafter | domain | %s | mean accept length |" % " | ".join("pos %d" % k for k in range(1, ec["depth"] + 1)))
+            w("|---|---|%s---|" % ("---|" * ec["depth"]))
+            for name in ("dspark", "mtp"):
+                for d in tc.DOMAINS:
+                    e = ec["drafters"].get(name, {}).get(d)
+                    if e:
+                        w("| %s | %s | %s | %.3f |" % (name, d, " | ".join("%.3f" % x for x in e["per_position"]),
+                                                     e["mean_accept_length"]))
+            w("")
     if rcfg:
         w("## Draft model (models/tiny-draft)\n")
         w("`Qwen3ForCausalLM`, %d layers, otherwise the target's dimensions and tokenizer; initialised from the "

@@ -238,25 +238,38 @@ class DSpark(nn.Module):
             x, _, _ = layer(x, cq, sq, kc, vc, mask)
         return self.norm(x)
 
-    def block_mask(self, anchors, T):
-        """anchors [B, A] -> mask [B, A*γ, T + A*γ]: ctx j < anchor, own block only."""
+    def block_mask(self, anchors, T, n_blocks=1):
+        """anchors [B, A] -> mask [B, A*nγ, T + A*nγ] for n = n_blocks chained
+        blocks per anchor (rows of anchor i: block 0, block 1, ...): ctx j <
+        anchor, and the rows of the same anchor's blocks 0..b for a block-b
+        row (non-causal within a block). A block never sees a later one, so
+        blocks 0..b-1 get exactly the keys/values of their own passes and
+        this one pass equals spec/drafter_dspark.h's chaining (checked
+        against make_drafter_fixture.py's dspark_chain). n_blocks=1 is the
+        plain one-block mask."""
         B, A = anchors.shape
         g = self.block_size
-        Q = A * g
-        qb = torch.arange(Q) // g
-        anc = anchors[:, qb]  # [B, Q]
+        span = n_blocks * g
+        Q = A * span
+        r = torch.arange(Q)
+        qa, qb = r // span, (r // g) % n_blocks  # anchor, block within the chain
+        anc = anchors[:, qa]  # [B, Q]
         ctx = torch.arange(T).view(1, 1, T) < anc.unsqueeze(-1)
-        kb = torch.arange(Q) // g
-        own = (qb.view(1, Q, 1) == kb.view(1, 1, Q)).expand(B, Q, Q)
+        own = ((qa.view(Q, 1) == qa.view(1, Q)) & (qb.view(1, Q) <= qb.view(Q, 1))).expand(B, Q, Q)
         return torch.cat([ctx, own], -1)
 
-    def block_inputs(self, anchor_tokens, anchors):
+    def block_inputs(self, anchor_tokens, anchors, starts=None):
+        """Rows [x_0, MASK x (γ-1), x_1, MASK x (γ-1), ...] at positions
+        a .. a+nγ-1: x_0 = the anchor token, x_b (starts [B, A, n-1]) the
+        first token of chained block b (the last draft of block b-1)."""
         B, A = anchors.shape
         g = self.block_size
-        ids = torch.full((B, A, g), self.mask_token_id, dtype=torch.long)
-        ids[:, :, 0] = anchor_tokens
-        pos = anchors.unsqueeze(-1) + torch.arange(g).view(1, 1, g)
-        return ids.view(B, A * g), pos.view(B, A * g)
+        first = anchor_tokens.unsqueeze(-1) if starts is None else torch.cat([anchor_tokens.unsqueeze(-1), starts], -1)
+        n = first.shape[-1]
+        ids = torch.full((B, A, n, g), self.mask_token_id, dtype=torch.long)
+        ids[:, :, :, 0] = first
+        pos = anchors.unsqueeze(-1) + torch.arange(n * g).view(1, 1, n * g)
+        return ids.view(B, A * n * g), pos.view(B, A * n * g)
 
     def heads(self, hn, prev):
         """hn [.., hidden] normed block output, prev [..] previous tokens ->
@@ -285,6 +298,33 @@ class DSpark(nn.Module):
             cors.append(cor)
             confs.append(conf)
         return torch.stack(toks, 2), torch.stack(bases, 2), torch.stack(cors, 2), torch.stack(confs, 2)
+
+    def draft_chain(self, ctx, anchors, anchor_tokens, n_blocks):
+        """Greedy chained drafting of n_blocks blocks per anchor (depth nγ,
+        spec/drafter_dspark.h's rule) through block_mask/block_inputs, the
+        masked single pass train_dspark.py --chain-blocks trains: pass b
+        fills in block b's first token (block b-1's last draft) and reads
+        block b's rows; rows of later blocks hold placeholders that no
+        earlier row attends to. Returns tokens [B,A,nγ], corrected logits
+        [B,A,nγ,V], confidence logits [B,A,nγ]."""
+        B, A = anchors.shape
+        g = self.block_size
+        starts = torch.full((B, A, n_blocks - 1), self.mask_token_id, dtype=torch.long)
+        mask = self.block_mask(anchors, ctx.shape[1], n_blocks)
+        prev = anchor_tokens
+        toks, cors, confs = [], [], []
+        for b in range(n_blocks):
+            ids, pos = self.block_inputs(anchor_tokens, anchors, starts)
+            hn = self.backbone(ids, pos, ctx, mask).view(B, A, n_blocks, g, -1)[:, :, b]
+            for k in range(g):
+                _, cor, conf = self.heads(hn[:, :, k], prev)
+                prev = cor.argmax(-1)
+                toks.append(prev)
+                cors.append(cor)
+                confs.append(conf)
+            if b + 1 < n_blocks:
+                starts[:, :, b] = prev
+        return torch.stack(toks, 2), torch.stack(cors, 2), torch.stack(confs, 2)
 
     def hf_state_dict(self):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("rot.")}

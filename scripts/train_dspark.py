@@ -3,7 +3,8 @@
 
 Owns: the DSpark config (DeepSpec's field names), its training loop with
 DeepSpec's loss, and models/tiny-dspark/{config.json, model.safetensors,
-tokenizer files}.
+tokenizer files}. Checkpoint WORK/NAME.ckpt, log WORK/NAME.log (--name,
+default dspark).
 Must not: modify the target.
 
 Loss (DeepSpec compute_dspark_loss): per block slot k with weight
@@ -14,12 +15,21 @@ exp(-k / loss_decay_gamma):
 each term normalised by the sum of weights. The Markov head is teacher-forced
 with the true previous tokens (x_0 = anchor), as in DeepSpec.
 
+Chained blocks (--chain-blocks n, a fine-tune from --init; not DeepSpec's,
+which trains one block): at depth K > γ the engine chains blocks
+(spec/drafter_dspark.h); with n > 1 each anchor also gets blocks 1..n-1,
+block b = [x_{a+bγ}, MASK x (γ-1)] at positions a+bγ.., attending to the
+ctx < a, to blocks 0..b of its anchor (tiny_modules.DSpark.block_mask) and
+predicting x_{a+bγ+1..a+(b+1)γ}. Its slots continue the decay (slot
+bγ+k weighs exp(-(bγ+k)/loss_decay_gamma)) and the same three terms.
+
 Initialisation (a choice for a short CPU budget, not DeepSpec's): draft
 layer j starts from target layer (n_target - n_draft + j); embed_tokens and
 lm_head are frozen copies of the target's tied embedding; norm starts from
 the target's final norm; markov_w2 and the confidence head start at zero.
 
 Usage: train_dspark.py [--steps N] [--anchors A] [--layers L] [--rank R] ...
+       train_dspark.py --init DIR --chain-blocks 2 --name NAME [--steps N] ...
 """
 import argparse
 import copy
@@ -75,7 +85,8 @@ def dspark_loss(model, stack, target, x, args, gen):
     T = x.shape[1] - 1
     ids = x[:, :T]
     B = ids.shape[0]
-    g = model.block_size
+    nb = args.chain_blocks
+    g = model.block_size * nb  # slots per anchor: nb chained blocks of block_size
     with torch.no_grad():
         taps, H = stack.taps(ids, model.target_layer_ids)
     # Anchors: A distinct positions in [1, T-g-1] per row so every slot has a label.
@@ -84,13 +95,18 @@ def dspark_loss(model, stack, target, x, args, gen):
     anchor_tok = ids.gather(1, anchors)
     lab_idx = anchors.unsqueeze(-1) + torch.arange(1, g + 1).view(1, 1, g)  # [B, A, g]
     labels = x.gather(1, lab_idx.view(B, -1)).view(B, A, g)
+    # Teacher forcing runs across block boundaries: chained block b starts
+    # from (and its Markov chain from) x_{a+b*block_size}, the true token
+    # where inference has block b-1's last draft (equal when block b-1 was
+    # fully accepted, the only case in which block b's drafts count).
     prev = torch.cat([anchor_tok.unsqueeze(-1), labels[:, :, :-1]], -1)
+    starts = prev[:, :, model.block_size::model.block_size] if nb > 1 else None
     with torch.no_grad():
         Hs = H.gather(1, (lab_idx - 1).view(B, -1, 1).expand(-1, -1, H.shape[-1]))
         tlog = target.lm_head(Hs).float().view(B, A, g, -1)
     ctx = model.context(taps)
-    bids, bpos = model.block_inputs(anchor_tok, anchors)
-    hn = model.backbone(bids, bpos, ctx, model.block_mask(anchors, T)).view(B, A, g, -1)
+    bids, bpos = model.block_inputs(anchor_tok, anchors, starts)
+    hn = model.backbone(bids, bpos, ctx, model.block_mask(anchors, T, nb)).view(B, A, g, -1)
     U, cor, conf = model.heads(hn, prev)
     cor = cor.float()
     V = cor.shape[-1]
@@ -107,6 +123,21 @@ def dspark_loss(model, stack, target, x, args, gen):
         agree = (cor.argmax(-1) == tlog.argmax(-1)).float().mean((0, 1))
     return loss, {"ce": ce.item(), "l1": l1.item(), "bce": bce.item(), "agree": agree.tolist(),
                   "acc_rate": acc.mean((0, 1)).tolist()}
+
+
+def init_from_target(model, target, args):
+    nt = target.config.num_hidden_layers
+    with torch.no_grad():
+        for j, layer in enumerate(model.layers):
+            layer.load_state_dict(target.model.layers[nt - args.layers + j].state_dict())
+        model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+        model.lm_head.weight.copy_(target.lm_head.weight)
+        model.norm.weight.copy_(target.model.norm.weight)
+        torch.nn.init.zeros_(model.markov_head.markov_w2.weight)
+        torch.nn.init.normal_(model.markov_head.markov_w1.weight, std=0.02)
+        torch.nn.init.zeros_(model.confidence_head.proj.weight)
+        torch.nn.init.zeros_(model.confidence_head.proj.bias)
+        torch.nn.init.normal_(model.fc.weight, std=0.02)
 
 
 def main():
@@ -127,13 +158,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--copy-frac", type=float, default=0.25, help="share of copy rows (tiny_copy.py)")
+    ap.add_argument("--chain-blocks", type=int, default=1,
+                    help="blocks per anchor, chained as the engine does at depth > block_size (1 = one block)")
+    ap.add_argument("--init", default=None, help="continue from this written DSpark checkpoint directory")
+    ap.add_argument("--name", default="dspark", help="WORK/NAME.ckpt and WORK/NAME.log")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
     args = ap.parse_args()
 
     tc.setup_torch(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    logf = open(os.path.join(tc.WORK, "dspark.log"), "a")
+    logf = open(os.path.join(tc.WORK, args.name + ".log"), "a")
     target = tc.load_target(args.target)
     stack = tm.Stack(target)
     nt = target.config.num_hidden_layers
@@ -142,30 +177,31 @@ def main():
     mask_id = tc.special_ids(tc.load_tokenizer(os.path.join(args.target, "tokenizer.json")))["<|mask|>"]
     cfg = dspark_config(target.config, args, mask_id)
     model = tm.DSpark(cfg)
-    with torch.no_grad():
-        for j, layer in enumerate(model.layers):
-            layer.load_state_dict(target.model.layers[nt - args.layers + j].state_dict())
-        model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
-        model.lm_head.weight.copy_(target.lm_head.weight)
-        model.norm.weight.copy_(target.model.norm.weight)
-        torch.nn.init.zeros_(model.markov_head.markov_w2.weight)
-        torch.nn.init.normal_(model.markov_head.markov_w1.weight, std=0.02)
-        torch.nn.init.zeros_(model.confidence_head.proj.weight)
-        torch.nn.init.zeros_(model.confidence_head.proj.bias)
-        torch.nn.init.normal_(model.fc.weight, std=0.02)
+    if args.init:
+        import eval_drafters
+        with open(os.path.join(args.init, "config.json")) as f:
+            icfg = json.load(f)
+        want = config_json(cfg, args.target)
+        bad = [k for k in ("num_hidden_layers", "block_size", "target_layer_ids", "markov_rank", "mask_token_id")
+               if icfg.get(k) != want[k]]
+        if bad:
+            tc.die("--init %s: config differs in %s (pass the matching --layers/--block-size/...)" % (args.init, bad))
+        model.load_state_dict(eval_drafters.load_dspark(args.init).state_dict())
+    else:
+        init_from_target(model, target, args)
     model.embed_tokens.requires_grad_(False)
     model.lm_head.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    ckpt = os.path.join(tc.WORK, "dspark.ckpt")
+    ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"dspark": model}, opt)
     batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
     for _ in range(step):
         batcher.next()
     if step:
         gen.set_state(extra["gen"])
-    tc.log("dspark: %.2fM trainable params, %d steps (from %d), config %s" % (
-        sum(p.numel() for p in params) / 1e6, args.steps, step, vars(args)), logf)
+    tc.log("%s: %.2fM trainable params, %d steps (from %d), config %s" % (
+        args.name, sum(p.numel() for p in params) / 1e6, args.steps, step, vars(args)), logf)
     t0, n0 = time.time(), step
     while step < args.steps:
         lr = tc.lr_at(step, args.steps, args.lr, args.warmup)

@@ -9,6 +9,8 @@
 # Steps: corpus, tokenizer, workloads, target, copy, mtp, dspark, goldens, draft, eval, card (models/README.md).
 # target is stage 1 (scratch/tiny/stage1); copy is stage 2, which continues it with
 # copy rows mixed in (tiny_copy.py) and writes models/tiny.
+# dspark is two runs too: stage 1 (scratch/tiny/dspark_stage1, one block per
+# anchor), then the chained fine-tune (--chain-blocks 2) that writes models/tiny-dspark.
 # Usage: scripts/train_tiny.sh [--from STEP] [--only STEP] [--resume]
 #   --from STEP  start at STEP (earlier artefacts must exist)
 #   --only STEP  run just STEP
@@ -47,6 +49,7 @@ run_step() {
   local s="$1"
   echo "== train_tiny.sh: $s ($(date +%H:%M:%S))"
   [ "$RESUME" = 1 ] || rm -f "$WORK/$s.ckpt" "$WORK/$s.log"
+  [ "$RESUME" = 1 ] || [ "$s" != dspark ] || rm -f "$WORK/dspark_chain.ckpt" "$WORK/dspark_chain.log"
   case "$s" in
     corpus)    "$PY" scripts/build_corpus.py
                rm -rf "$WORK/data" ;;  # token caches depend on corpus and tokenizer
@@ -59,9 +62,14 @@ run_step() {
     copy)      (cd scripts && "$PY" train_target.py --init "$WORK/stage1" --copy-frac 0.5 --max-back 900 \
                  --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy) ;;
     mtp)       (cd scripts && "$PY" train_mtp.py --steps 800 --seed 2) ;;
-    dspark)    (cd scripts && "$PY" train_dspark.py --steps 1600 --seed 3) ;;
+    # dspark: stage 1 trains one block (DeepSpec's recipe); the chained
+    # fine-tune then trains block 1 of depth > γ as the engine chains it.
+    dspark)    (cd scripts && "$PY" train_dspark.py --steps 1600 --seed 3 --out "$WORK/dspark_stage1" &&
+                "$PY" train_dspark.py --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
+                  --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
     draft)     (cd scripts && "$PY" train_draft.py --steps 400 --seed 4) ;;
-    eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json") ;;
+    eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
+                "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json") ;;
     goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
     card)      (cd scripts && "$PY" tiny_model_card.py) ;;
   esac
