@@ -35,7 +35,10 @@
 #     then a table: best (fastest round) / median per program, and the ratio
 #     of medians as speed (> 1 = specbed faster).
 #
-# Environment: SPECBED_CACHE (default ~/.cache/specbed; the llama.cpp things go
+# Environment: SPECBED_CPU_PATH (specbed's SIMD path, e.g. avx512bf16 to
+# compare like with like: llama.cpp feeds bf16 weights to the BF16 dot
+# products where the CPU has them; the table's header names the path),
+# SPECBED_CACHE (default ~/.cache/specbed; the llama.cpp things go
 # in SPECBED_CACHE/llama.cpp-VERSION), LLAMA_CPP_PYTHON_VERSION (0.3.36),
 # BUILD_DIR (specbed build folder, default build/), JOBS (build jobs, 1),
 # NICE (prefix for build steps, default "nice -n 19").
@@ -279,6 +282,8 @@ UPTIME_END="$(uptime)"
   echo "command: scripts/sidebyside_llamacpp.sh --threads $THREADS --rounds $ROUNDS --reps $REPS --model $MODEL"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "llama.cpp: vendor/llama.cpp of llama-cpp-python $VERSION (commit ${LCOMMIT:-unknown}), CPU backend, GGML_NATIVE=ON; GGUF $GGUF (bf16)"
+  # the SIMD path (SPECBED_CPU_PATH=avx512bf16 selects the bf16 dot products)
+  echo "specbed: $("$SPECBED" --version | sed 's/.*kernels: //')${SPECBED_CPU_PATH:+ (SPECBED_CPU_PATH=$SPECBED_CPU_PATH)}"
   echo "uptime at start: $UPTIME_START"
   echo "uptime at end:   $UPTIME_END"
   echo "$GREEDY_LINE"
