@@ -43,6 +43,33 @@ static void test_admit(void) {
     CHECKF(ell[0] == 3 && ell[1] == 1 && ell[2] == 3, "%d %d %d", ell[0], ell[1], ell[2]);
 }
 
+/* A policy's hook, counting how many drafts each verify step drafted but
+ * then did not verify (per request), to check drafting that stops early. */
+typedef struct {
+    spec_verify_hook in;
+    int worst;   /* most drafts cut from one request in one step */
+} cut_counter;
+static void cc_choose(void *ctx, spec_proposal *props, int n) {
+    cut_counter *c = ctx;
+    int before[8];
+    for (int r = 0; r < n && r < 8; r++) before[r] = props[r].k;
+    c->in.choose(c->in.ctx, props, n);
+    for (int r = 0; r < n && r < 8; r++)
+        if (before[r] - props[r].k > c->worst) c->worst = before[r] - props[r].k;
+}
+static void cc_observe(void *ctx, const spec_proposal *p, int n_acc) {
+    cut_counter *c = ctx;
+    c->in.observe(c->in.ctx, p, n_acc);
+}
+static void cc_reset(void *ctx, int slot) {
+    cut_counter *c = ctx;
+    c->in.reset(c->in.ctx, slot);
+}
+static int cc_keep(void *ctx, const spec_proposal *p) {
+    cut_counter *c = ctx;
+    return c->in.keep(c->in.ctx, p);
+}
+
 /* A deliberately WRONG policy: verifies draft 1 only when it happens to
  * be its distribution's most likely token. It reads the sampled token. */
 static void peeking_choose(void *ctx, spec_proposal *props, int n) {
@@ -101,6 +128,44 @@ int main(void) {
                 gen_results_free(out, NP);
             }
             CHECKF(tm.counters.drafted_tokens > 0, "%s with %s: nothing verified", names[s], drafts[di]);
+            /* Single stream: drafting stops where the policy will cut, up to
+             * the one draft whose own signal (known only once drafted) cuts
+             * it — at most one unverified draft in any verify step. With this
+             * CPU-shaped curve (the bundled model's, ms: rows 1/2/4/8 =
+             * 0.156/0.205/0.339/0.689) the last step's final threshold was
+             * often below the next step's own, and drafting ran past the cut. */
+            if (s > 0) {
+                cost_curve cpu;
+                cost_curve_from_points(&cpu, (const double[]){1, 2, 4, 8},
+                                       (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+                vpolicy_opts so1 = so;
+                so1.cost = &cpu;
+                long unv = 0, steps = 0;
+                int worst = 0;
+                for (int i = 0; i < NP; i++) {
+                    vpolicy_free(sc);
+                    if (vpolicy_create(&sc, &so1, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+                    cut_counter cc = {.in = vpolicy_hook(sc)};
+                    spec_verify_hook wrap = {.ctx = &cc, .choose = cc_choose, .observe = cc_observe,
+                                             .reset = cc_reset, .keep = cc_keep};
+                    spec_params s1 = {.gen = gp, .depth = 5, .verify = wrap};
+                    gen_result o1;
+                    spec_timing t1 = {0};
+                    if (spec_run(e, d, &pp[i], &lens[i], 1, &s1, NULL, NULL, &o1, &t1, err, sizeof err)) {
+                        CHECKF(0, "%s", err);
+                        continue;
+                    }
+                    CHECKF(!memcmp(o1.tokens, ref[i].tokens, sizeof(int) * 40), "%s alone: prompt %d differs", names[s], i);
+                    unv += t1.counters.unverified_tokens;
+                    steps += t1.counters.steps;
+                    if (cc.worst > worst) worst = cc.worst;
+                    gen_results_free(&o1, 1);
+                }
+                printf("%s with %s, single stream: %ld unverified drafts in %ld steps, at most %d in one\n", names[s],
+                       drafts[di], unv, steps, worst);
+                CHECKF(worst <= 1, "%s with %s, single stream: a step drafted %d drafts it did not verify", names[s],
+                       drafts[di], worst);
+            }
             if (di == 0) CHECKF(tm.counters.accepted_tokens > 0, "%s: nothing accepted with self-draft", names[s]);
             vpolicy_free(sc);
         }
