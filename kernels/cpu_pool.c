@@ -22,8 +22,8 @@
  * calls, or running a chunk) holds the core it wants: on two cores with
  * `yes` and a training run busy beside a 1-row decode, the caller spent
  * 37–100% of its run time runnable but not running with no chunk wait at
- * all, and decoded at 0.4–0.6x of one thread (two bursty processes: 10%,
- * 0.81x; bench/README.md). So the caller keeps account: over
+ * all, and the pool never went solo (beside two bursty processes: 10%, and
+ * 0.81x of one thread; bench/README.md). So the caller keeps account: over
  * each window of calls (≥ WINDOW_NS and ≥ WINDOW_CALLS, starting at the
  * first call), the workers' chunk time is what the pool saved it; its own
  * waits for claimed chunks plus its run-queue delay (the kernel's
