@@ -17,7 +17,7 @@ it is entitled to: MTP h_{n-1}, DSpark the taps at positions < n);
 accept length = 1 + number of leading d_k == x_{n+k}; position rate k =
 fraction of steps with at least k accepted. DSpark runs its trained block
 (γ = block_size) from anchor x_n, chained blocks (spec/drafter_dspark.h's
-rule, DSpark.draft_chain) for K > γ; MTP chains its one module on its own
+rule, DSpark.draft with n_blocks > 1) for K > γ; MTP chains its one module on its own
 output; the draft model runs autoregressively with its own KV.
 
 Usage: eval_drafters.py [--prompts N] [--prompt-len P] [--gen G] [--depth K] [--drafters mtp,dspark,draft] [--out FILE]
@@ -114,11 +114,8 @@ def stack_drafts(stack, seq, anchors, K):
 
 def dspark_drafts(ds, taps, seq, anchors, K):
     ctx = ds.context(taps.unsqueeze(0))
-    if K > ds.block_size:  # chained blocks, as the engine runs depth K > γ
-        toks, _, conf = ds.draft_chain(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0),
-                                       -(-K // ds.block_size))
-    else:
-        toks, _, _, conf = ds.draft(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0))
+    # chained blocks for K > γ, as the engine runs that depth
+    toks, _, _, conf = ds.draft(ctx, anchors.unsqueeze(0), seq[anchors].unsqueeze(0), -(-K // ds.block_size))
     return toks[0, :, :K], torch.sigmoid(conf[0, :, :K])
 
 

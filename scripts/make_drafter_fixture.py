@@ -319,7 +319,7 @@ def check_chain_mask(ds, stack, x, anchors):
     block or another anchor's rows, so blocks 0..b-1 keep the keys/values of
     their own passes. Checks that on these anchors (f32: measured ~1e-5 on
     logits; a block 1 blind to block 0 is off by whole units), and that
-    DSpark.draft_chain (eval_drafters at depth > γ) drafts the same tokens."""
+    DSpark.draft with n_blocks=2 (eval_drafters at depth > γ) drafts the same tokens."""
     g = ds.block_size
     T = x.shape[0] - 1
     taps, _ = stack.taps(x[:T].unsqueeze(0), ds.target_layer_ids)
@@ -330,9 +330,9 @@ def check_chain_mask(ds, stack, x, anchors):
     ids, pos = ds.block_inputs(x[an], an, rtok[:, g - 1].view(1, -1, 1))
     hn = ds.backbone(ids, pos, ctx, ds.block_mask(an, T, 2)).view(len(anchors), 2 * g, -1)
     _, cor, _ = ds.heads(hn, torch.cat([x[an][0].unsqueeze(1), rtok[:, :-1]], 1))
-    ctok, ccor, _ = ds.draft_chain(ctx, an, x[an], 2)
+    ctok, _, ccor, _ = ds.draft(ctx, an, x[an], 2)
     d1, d2 = (cor - rcor).abs().max().item(), (ccor[0] - rcor).abs().max().item()
-    print("dspark chain mask vs dspark_chain, anchors %s: max |Δ logit| %.2g (training pass), %.2g (draft_chain)"
+    print("dspark chain mask vs dspark_chain, anchors %s: max |Δ logit| %.2g (training pass), %.2g (draft, 2 blocks)"
           % (anchors, d1, d2))
     if d1 > 1e-3 or d2 > 1e-3 or not torch.equal(ctok[0], rtok):
         raise SystemExit("dspark: the masked chained pass disagrees with dspark_chain")

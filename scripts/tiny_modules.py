@@ -280,51 +280,35 @@ class DSpark(nn.Module):
         conf = self.confidence_head(torch.cat([hn, w1.to(hn.dtype)], -1))
         return U, corrected, conf
 
-    def draft(self, ctx, anchors, anchor_tokens):
-        """Greedy drafting of one block per anchor (inference path).
+    def draft(self, ctx, anchors, anchor_tokens, n_blocks=1):
+        """Greedy drafting (inference path) of n_blocks chained blocks per
+        anchor (depth nγ, spec/drafter_dspark.h's rule; 1 = one block)
+        through block_mask/block_inputs, the masked single pass
+        train_dspark.py --chain-blocks trains: pass b fills in block b's
+        first token (block b-1's last draft) and reads block b's rows; rows
+        of later blocks hold placeholders that no earlier row attends to.
         ctx [B, T, hidden], anchors [B, A], anchor_tokens [B, A].
-        Returns tokens [B,A,γ], base [B,A,γ,V], corrected [B,A,γ,V], conf_logit [B,A,γ]."""
-        B, A = anchors.shape
-        g = self.block_size
-        ids, pos = self.block_inputs(anchor_tokens, anchors)
-        hn = self.backbone(ids, pos, ctx, self.block_mask(anchors, ctx.shape[1])).view(B, A, g, -1)
-        prev = anchor_tokens
-        toks, bases, cors, confs = [], [], [], []
-        for k in range(g):
-            U, cor, conf = self.heads(hn[:, :, k], prev)
-            prev = cor.argmax(-1)
-            toks.append(prev)
-            bases.append(U)
-            cors.append(cor)
-            confs.append(conf)
-        return torch.stack(toks, 2), torch.stack(bases, 2), torch.stack(cors, 2), torch.stack(confs, 2)
-
-    def draft_chain(self, ctx, anchors, anchor_tokens, n_blocks):
-        """Greedy chained drafting of n_blocks blocks per anchor (depth nγ,
-        spec/drafter_dspark.h's rule) through block_mask/block_inputs, the
-        masked single pass train_dspark.py --chain-blocks trains: pass b
-        fills in block b's first token (block b-1's last draft) and reads
-        block b's rows; rows of later blocks hold placeholders that no
-        earlier row attends to. Returns tokens [B,A,nγ], corrected logits
-        [B,A,nγ,V], confidence logits [B,A,nγ]."""
+        Returns tokens [B,A,nγ], base [B,A,nγ,V], corrected [B,A,nγ,V],
+        conf_logit [B,A,nγ]."""
         B, A = anchors.shape
         g = self.block_size
         starts = torch.full((B, A, n_blocks - 1), self.mask_token_id, dtype=torch.long)
         mask = self.block_mask(anchors, ctx.shape[1], n_blocks)
         prev = anchor_tokens
-        toks, cors, confs = [], [], []
+        toks, bases, cors, confs = [], [], [], []
         for b in range(n_blocks):
-            ids, pos = self.block_inputs(anchor_tokens, anchors, starts)
+            ids, pos = self.block_inputs(anchor_tokens, anchors, starts if n_blocks > 1 else None)
             hn = self.backbone(ids, pos, ctx, mask).view(B, A, n_blocks, g, -1)[:, :, b]
             for k in range(g):
-                _, cor, conf = self.heads(hn[:, :, k], prev)
+                U, cor, conf = self.heads(hn[:, :, k], prev)
                 prev = cor.argmax(-1)
                 toks.append(prev)
+                bases.append(U)
                 cors.append(cor)
                 confs.append(conf)
             if b + 1 < n_blocks:
                 starts[:, :, b] = prev
-        return torch.stack(toks, 2), torch.stack(cors, 2), torch.stack(confs, 2)
+        return torch.stack(toks, 2), torch.stack(bases, 2), torch.stack(cors, 2), torch.stack(confs, 2)
 
     def hf_state_dict(self):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("rot.")}
