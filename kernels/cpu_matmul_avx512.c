@@ -109,8 +109,8 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
             }
         }
         if (k < cols) {
-            int n = cols - k;
-            __mmask32 mw = (__mmask32)(n == 32 ? ~0u : (1u << n) - 1);
+            int n = cols - k;   /* 1..31 */
+            __mmask32 mw = (__mmask32)((1u << n) - 1);
             __mmask16 mlo = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
             __mmask16 mhi = (__mmask16)(n <= 16 ? 0 : (1u << (n - 16)) - 1);
             __m512bh wv[JMAX];
