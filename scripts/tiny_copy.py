@@ -21,11 +21,27 @@ Row kinds (each a corpus window of T+1 tokens, edited in place):
   induction on natural text, no cue);
 - random: a run of 16..128 random token ids written 2..4 times in a row
   (the textbook induction task).
-Copy rows are 30% recall, 30% repeat, 40% random. Why so dense: with copy
+Copy rows are 30% recall, 30% repeat, 40% random by default (MIX,
+train_target.py --copy-mix). Why so dense: with copy
 targets ~1-5% of the tokens (recall and short repeats only) 1,500 steps
 taught the stage-1 model nothing measurable (on a span of natural text
 repeated 128 tokens back its predictions stayed the prior's, not the copy;
 checked by hand during training, no committed diagnostic).
+
+Tried and not adopted (2 Dec): a stage 3 continuing the bundled target for
+2,700 more steps with half of the copy rows recall rows (--copy-mix
+0.5,0.25,0.25, seed 7, 42 min) ended at 11 of 39 greedy probes (stage 2:
+15) and a teacher-forced key-token accuracy (copy_token_acc) of 0.919
+(stage 2: 0.923); mid-run checkpoints at peak LR read 19-21 probes, so
+the 39 all-or-nothing probes move by +-5 on noise alone. The errors are
+spread over the key, not ambiguity or distance: the probe words are 3-5
+tokens each (zephyr = z|ep|h|y|r), a 4-word key is ~12 tokens, and ~0.92
+per token gives 0.92^12 ~ 0.37, the pass rate seen; the first token (the
+recall on cue) is the weakest, 0.82-0.85. The model copies a word's first
+pieces and lets the prior finish it (maple -> major, meadow -> mosow).
+All probes passing needs per-token copying near 0.99: a stronger
+induction circuit than this 4-layer model formed from 11M copy-mixed
+tokens.
 """
 import json
 import math
@@ -37,6 +53,7 @@ import torch
 
 import tiny_common as tc
 
+MIX = (0.3, 0.3, 0.4)   # recall, repeat, random: stage 2's proportions (the default)
 CUES = ("The passphrase is:", "The password is:", "Remember the code word:", "Key:", "The secret is:",
         "Token =", "The answer is:", "Name:", "ID:", "The magic words are:")
 INTROS = ("Remember this. ", "Note: ", "", "Important. ", "Keep this in mind. ")
@@ -67,8 +84,9 @@ def word_pool(n=12000, skip=300, exclude=()):
 class CopyRows:
     """Edits corpus windows into copy rows; deterministic given the seed."""
 
-    def __init__(self, tok, seed, max_back=900, exclude=()):
+    def __init__(self, tok, seed, max_back=900, exclude=(), mix=MIX):
         self.tok = tok
+        self.mix = np.cumsum(mix) / np.sum(mix)
         self.rng = np.random.default_rng(seed + 7919)
         self.max_back = max_back
         self.words = word_pool(exclude=exclude)
@@ -149,7 +167,7 @@ class CopyRows:
 
     def edit(self, row):
         u = self.rng.random()
-        return self.recall(row) if u < 0.3 else self.repeat(row) if u < 0.6 else self.random_repeat(row)
+        return self.recall(row) if u < self.mix[0] else self.repeat(row) if u < self.mix[1] else self.random_repeat(row)
 
 
 class MixedBatcher:
@@ -167,13 +185,15 @@ class MixedBatcher:
         return torch.from_numpy(x)
 
 
-def mixed(batcher, copy_frac, seed, max_back=900):
-    """`batcher` with a copy_frac share of copy rows (itself when 0); the probe
-    words are never used."""
+def mixed(batcher, copy_frac, seed, max_back=900, mix=MIX):
+    """`batcher` with a copy_frac share of copy rows (itself when 0), of the
+    kinds recall/repeat/random in the proportions `mix`; the probe words are
+    never used."""
     if copy_frac <= 0:
         return batcher
     from tiny_workloads import WORDS
-    return MixedBatcher(batcher, CopyRows(tc.load_tokenizer(), seed, max_back=max_back, exclude=WORDS), copy_frac, seed)
+    return MixedBatcher(batcher, CopyRows(tc.load_tokenizer(), seed, max_back=max_back, exclude=WORDS, mix=mix),
+                        copy_frac, seed)
 
 
 def copy_eval(model, tok, path=None, max_new=16):
@@ -195,6 +215,39 @@ def copy_eval(model, tok, path=None, max_new=16):
             p, t = by_n.get(n, (0, 0))
             by_n[n] = (p + ok, t + 1)
     return {str(n): {"pass": p, "of": t} for n, (p, t) in sorted(by_n.items())}
+
+
+def copy_token_acc(model, tok, path=None):
+    """Teacher-forced accuracy on the probes' key tokens (HF model,
+    f32): the share of key tokens that are the argmax given the prompt and
+    the key so far, overall, per n_back and per key token index (the last
+    bucket "12+"). Less noisy than copy_eval's all-or-nothing greedy check
+    (≈ 500 tokens against 39 probes), and it says where inside the key the
+    copy fails."""
+    path = path or os.path.join(tc.ROOT, "workloads", "copy.jsonl")
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    by_n, by_i, hit, tot = {}, {}, 0, 0
+    model.eval()
+    with torch.no_grad():
+        for r in rows:
+            a = tok.encode(r["prompt"], add_special_tokens=False).ids
+            # the key without its final period: the plant's ".\n\n" is one
+            # token, so a faithful copy does not emit the lone "." here
+            b = tok.encode(r["prompt"] + r["expected"].rstrip("."), add_special_tokens=False).ids
+            if b[:len(a)] != a:
+                raise ValueError("%s: the prompt's tokens change when the expected text follows" % r["id"])
+            pred = model(input_ids=torch.tensor([b])).logits[0].argmax(-1)
+            n = int(r["category"].split("-n")[1])
+            for i in range(len(a), len(b)):
+                ok = int(pred[i - 1] == b[i])
+                k = str(i - len(a)) if i - len(a) < 12 else "12+"
+                for d, key in ((by_n, str(n)), (by_i, k)):
+                    h, t = d.get(key, (0, 0))
+                    d[key] = (h + ok, t + 1)
+                hit, tot = hit + ok, tot + 1
+    frac = lambda d: {k: round(h / t, 4) for k, (h, t) in d.items()}
+    return {"acc": round(hit / tot, 4), "tokens": tot, "by_n_back": frac(by_n), "by_key_token": frac(by_i)}
 
 
 def words_match(text, expected):

@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.0)
     ap.add_argument("--max-back", type=int, default=900)
     ap.add_argument("--name", default="target")
+    ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
+                    help="recall,repeat,random shares of the copy rows")
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -83,8 +85,11 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"model": model}, opt)
+    mix = tuple(float(v) for v in args.copy_mix.split(","))
+    if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
+        tc.die("--copy-mix wants three non-negative shares recall,repeat,random, got %s" % args.copy_mix)
     batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
-                              args.max_back)
+                              args.max_back, mix)
     if step:  # replay the sampler so a resumed run sees the same batches
         for _ in range(step):
             batcher.next()
@@ -132,7 +137,8 @@ def main():
            "batch": args.batch, "seq": args.seq, "eval_seq": tc.SEQ_LEN, "tokens_seen": args.steps * args.batch * args.seq,
            "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
            "val_windows_per_domain": 64, "init": args.init, "copy_frac": args.copy_frac,
-           "max_back": args.max_back, "copy_probes": tiny_copy.copy_eval(m2, tok)}
+           "max_back": args.max_back, "copy_mix": mix, "copy_probes": tiny_copy.copy_eval(m2, tok),
+           "copy_token_acc": tiny_copy.copy_token_acc(m2, tok)}
     tc.write_json(os.path.join(tc.WORK, args.name + "_eval.json"), res)
     tc.log("final (bf16 weights) %s" % res, logf)
 
