@@ -14,7 +14,16 @@
  * the engine's host-side memcpy of activations migrates managed pages back
  * and forth. The next steps are one stream with no synchronisation between
  * kernels of a forward (then CUDA graphs per batch shape), and device-side
- * copies in place of the engine's memcpy (kb_copy_to_device).
+ * copies in place of the engine's memcpy (kb_copy_to_device). Dropping the
+ * synchronise in cu_end alone buys nothing: cu_in's cudaMemcpy from
+ * pageable host memory synchronises the stream itself, and a captured graph
+ * cannot contain it. What a graph needs: the step's index arrays (pos,
+ * n_ctx, page lists, sequence ids) written once per step into a fixed
+ * device buffer (pinned host copy, one cudaMemcpyAsync) that every kernel
+ * reads, norm vectors uploaded like weights, the KV writes of layer.c as a
+ * scatter kernel, the taps of forward.c as device copies, and one kb_sync
+ * where the host reads logits and taps; then a graph per padded row count,
+ * as vLLM and SGLang capture per batch size.
  * A CUDA error inside a compute call has no error return to go to
  * (backend.h's calls are void): it is printed and the process aborts.
  * One mutex serialises the calls (the staging area and scratch are shared). */

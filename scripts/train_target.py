@@ -9,8 +9,8 @@ written (bf16) weights to WORK/target_eval.json.
 Must not: touch the tokenizer files (train_tokenizer.py writes them) or the
 MTP keys (train_mtp.py appends them to model.safetensors afterwards).
 
-Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S]
-                       [--init DIR --copy-frac F --max-back D --name NAME]
+Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--layers L]
+                       [--init DIR] [--copy-frac F --max-back D --copy-mix R,P,X] [--name NAME]
 Stage 2 (--init): continue from a written target with a share F of the rows
 edited into copy rows (tiny_copy.py), checkpoint WORK/NAME.ckpt, log
 WORK/NAME.log; the evaluation, copy probes included, goes into
@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.0)
     ap.add_argument("--max-back", type=int, default=900)
     ap.add_argument("--name", default="target")
+    ap.add_argument("--layers", type=int, default=tc.TARGET["num_hidden_layers"],
+                    help="decoder layers of a target trained from scratch (without --init)")
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random shares of the copy rows")
     args = ap.parse_args()
@@ -70,7 +72,8 @@ def main():
     sp = tc.special_ids(tok)
     if tok.get_vocab_size() != tc.TARGET["vocab_size"]:
         tc.die("tokenizer vocab %d != %d" % (tok.get_vocab_size(), tc.TARGET["vocab_size"]))
-    cfg = Qwen3Config(**tc.TARGET, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
+    dims = dict(tc.TARGET, num_hidden_layers=args.layers)
+    cfg = Qwen3Config(**dims, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
                       pad_token_id=sp["<|endoftext|>"], attn_implementation="sdpa")
     if args.init:
         model = tc.load_target(args.init, torch.float32)
