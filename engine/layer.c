@@ -24,6 +24,7 @@ struct layer_scratch {
     float *hg;   /* [R, I]  gate, then silu(gate)·up */
     float *hu;   /* [R, I]  up */
     int *nctx;   /* [R]     causal n_ctx when the caller gives none */
+    float **kv_dst;   /* [2R]  the rows' K slots, then their V slots (kb_scatter_rows) */
     /* Attention scores: kb_attention_span's scratch for scores_cap positions
      * at scores_threads kernel threads. */
     float *scores;
@@ -69,6 +70,7 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
     s->hg = kb_alloc(R * I * sizeof(float));
     s->hu = kb_alloc(R * I * sizeof(float));
     s->nctx = calloc(R, sizeof(int));
+    s->kv_dst = malloc(2 * R * sizeof *s->kv_dst);
     s->rope_n = -1;
     if (!strcmp(kb_device(), "cpu")) {
         size_t half = (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1);
@@ -81,7 +83,7 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
         }
     }
     int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
-    if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx ||
+    if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx || !s->kv_dst ||
         alloc_scores(s, cap, kb_threads())) {
         layer_scratch_free(s);
         return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
@@ -96,6 +98,7 @@ void layer_scratch_free(layer_scratch *s) {
     kb_free(s->att); kb_free(s->xo); kb_free(s->hg); kb_free(s->hu);
     kb_free(s->scores);
     free(s->nctx);
+    free(s->kv_dst);
     free(s->rope_cs); free(s->rope_sn); free(s->rope_pos);
     free(s);
 }
@@ -147,9 +150,11 @@ static void store_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int
     if (w->k_norm) kb_rmsnorm(s->k, s->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->rms_norm_eps);
     rope(s, s->k, r, c->n_kv_heads);
     for (int i = 0; i < n; i++) {
-        memcpy(kv_k_at(kv, l, r->seq[i], r->pos[i]), s->k + (size_t)i * KV, (size_t)KV * sizeof(float));
-        memcpy(kv_v_at(kv, l, r->seq[i], r->pos[i]), s->v + (size_t)i * KV, (size_t)KV * sizeof(float));
+        s->kv_dst[i] = kv_k_at(kv, l, r->seq[i], r->pos[i]);
+        s->kv_dst[n + i] = kv_v_at(kv, l, r->seq[i], r->pos[i]);
     }
+    kb_scatter_rows(s->kv_dst, s->k, n, KV);
+    kb_scatter_rows(s->kv_dst + n, s->v, n, KV);
 }
 
 void layer_write_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int kv_layer,

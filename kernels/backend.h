@@ -101,6 +101,12 @@ void *kb_alloc(size_t bytes);               /* zeroed; NULL on failure */
 void  kb_free(void *p);
 void  kb_copy_to_device(void *dst, const void *src, size_t bytes);
 void  kb_copy_to_host(void *dst, const void *src, size_t bytes);
+/* dst[i][0..row_floats) = src[i, 0..row_floats) for i < n: a forward's rows
+ * into their KV slots. dst is a host array of n pointers into kb_alloc'd
+ * memory (it may be reused as soon as the call returns). On cpu n memcpys;
+ * on cuda one kernel, so the slots are written on the device, in stream
+ * order, and the host never touches them between calls. */
+void  kb_scatter_rows(float *const dst[], const float *src, int n, int row_floats);
 
 /* Convert n elements of dt at src to f32. */
 void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n);

@@ -43,6 +43,11 @@ void kb_copy_to_host(void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
 }
 
+void kb_scatter_rows(float *const dst[], const float *src, int n, int row_floats) {
+    if (kb_dev_active) { kb_dev_active->scatter_rows(dst, src, n, row_floats); return; }
+    for (int i = 0; i < n; i++) memcpy(dst[i], src + (size_t)i * row_floats, (size_t)row_floats * sizeof(float));
+}
+
 /* IEEE half -> float, exact, including subnormals, inf and NaN. Used where
  * F16C is absent and for tails. */
 float cpu_f16_to_f32(uint16_t h) {

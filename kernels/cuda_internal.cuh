@@ -59,6 +59,7 @@ void cuda_add(float *x, const float *y, int m, int n);
 void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx, int n_heads,
                     float scale);
 void cuda_weight_row(float *dst, const kb_weight *w, int r);
+void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats);
 
 /* A kernel launch, `CU_LAUNCH(kernel, grid, block)(args...)`; a template
  * kernel goes in parentheses. One spelling for every launch, so that

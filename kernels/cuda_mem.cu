@@ -255,7 +255,7 @@ __global__ void probe_kernel(int *flag) { *flag = 42; }
 
 static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
-    cuda_weight_row, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
+    cuda_weight_row, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
     cuda_set_matmul, cuda_matmul_mode,
 };
 

@@ -138,6 +138,24 @@ void cuda_add(float *x, const float *y, int m, int n) {
     cu_end("add");
 }
 
+/* ---- rows to scattered destinations (the KV slots of a forward's rows) ------- */
+
+/* Block i copies row i; dst[i] is device or managed memory (backend.h). */
+__global__ void scatter_rows_k(float *const *dst, const float *src, int row_floats) {
+    float *d = dst[blockIdx.x];
+    const float *s = src + (size_t)blockIdx.x * row_floats;
+    for (int j = threadIdx.x; j < row_floats; j += blockDim.x) d[j] = s[j];
+}
+
+void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats) {
+    if (n <= 0 || row_floats <= 0) return;
+    cu_begin();
+    float *const *dd = (float *const *)cu_in(dst, (size_t)n * sizeof *dst);
+    const float *ds = (const float *)cu_in(src, (size_t)n * (size_t)row_floats * sizeof(float));
+    CU_LAUNCH(scatter_rows_k, n, 128)(dd, ds, row_floats);
+    cu_end("scatter_rows");
+}
+
 /* ---- embedding rows ---------------------------------------------------------- */
 
 __global__ void weight_row_k(float *dst, const void *row, kb_dtype dt, int cols) {

@@ -26,6 +26,7 @@ typedef struct {
     void  (*weight_release)(kb_weight *w);
     void  (*weight_release_owner)(const void *owner);
     void  (*weight_row)(float *dst, const kb_weight *w, int r);
+    void  (*scatter_rows)(float *const dst[], const float *src, int n, int row_floats);
     /* compute: backend.h's semantics */
     void  (*matmul)(float *y, const float *x, const kb_weight *w, int m);
     void  (*rmsnorm)(float *y, const float *x, const float *g, int m, int n, float eps);

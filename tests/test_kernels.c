@@ -121,6 +121,23 @@ static void test_conversions(void) {
     kb_copy_to_host(back, p, 16);
     CHECK(memcmp(src, back, 16) == 0);
     kb_free(p);
+    /* rows to scattered slots (the KV writes): each row lands whole at its
+     * own destination, in any order, and nothing else is written */
+    float *pool = kb_alloc(64 * sizeof(float)), rows[3 * 5];
+    CHECK(pool != NULL);
+    if (pool) {
+        for (int i = 0; i < 15; i++) rows[i] = (float)(i + 1);
+        float *const dst[3] = {pool + 40, pool + 3, pool + 20};
+        kb_scatter_rows(dst, rows, 3, 5);
+        int ok = 1;
+        for (int i = 0; i < 64; i++) {
+            int r = i >= 40 && i < 45 ? 0 : i >= 3 && i < 8 ? 1 : i >= 20 && i < 25 ? 2 : -1;
+            float want = r < 0 ? 0.0f : rows[r * 5 + (i - (int)(dst[r] - pool))];
+            ok &= pool[i] == want;
+        }
+        CHECKF(ok, "kb_scatter_rows wrote the wrong slots");
+        kb_free(pool);
+    }
 }
 
 /* ---- matmul --------------------------------------------------------------- */

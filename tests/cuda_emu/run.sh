@@ -33,7 +33,7 @@ for dir in common kernels engine spec; do
     extra=()
     case "$name" in
       cpu_matmul_avx2) extra=(-mavx2 -mfma -mf16c) ;;
-      cpu_matmul_avx512) extra=(-mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c) ;;
+      cpu_matmul_avx512) extra=(-mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mavx2 -mfma -mf16c) ;;
       device) extra=(-DSPECBED_HAVE_CUDA) ;;
     esac
     compile_c "$src" "$B/$dir-$name.o" "${extra[@]}"
