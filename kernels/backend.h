@@ -51,9 +51,10 @@ int kb_cpu_path_supported(const char *name);   /* 1 yes, 0 no */
  * "cpu" (the default) or "cuda" (kernels/cuda_*.cu). On cuda every compute
  * call below runs on the GPU and synchronises before it returns, so the
  * host may read its result at once; kb_alloc gives CUDA managed memory,
- * which the host reads and writes too (the engine touches activations and
- * KV slots with memcpy). Index arrays (pos, n_ctx, pages) and norm vectors
- * may be plain host memory: the CUDA backend copies them over per call.
+ * which the host reads and writes too (the engine copies activations with
+ * memcpy; the KV slots it writes with kb_scatter_rows). Index arrays (pos,
+ * n_ctx, pages) and norm vectors may be plain host memory: the CUDA
+ * backend copies them over per call.
  * Nothing initialises CUDA unless "cuda" is asked for. Switching back to
  * "cpu" is allowed (tests compare the two in one process), but a weight
  * uploaded under cuda is device memory that only the cuda kernels can read.
