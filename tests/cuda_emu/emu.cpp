@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <map>
+#include <vector>
 
 /* ---- fibers -------------------------------------------------------------------- */
 
@@ -137,6 +138,30 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &body) {
             }
 }
 
+/* ---- stream order ------------------------------------------------------------- */
+
+namespace {
+std::vector<std::function<void()>> g_queue;
+int g_defer = -1;
+}  // namespace
+
+int emu_deferring(void) {
+    if (g_defer < 0) {
+        const char *e = getenv("SPECBED_EMU_DEFER");
+        g_defer = e && !strcmp(e, "1");
+    }
+    return g_defer;
+}
+void emu_enqueue(std::function<void()> op) {
+    if (emu_deferring()) g_queue.push_back(std::move(op));
+    else op();
+}
+void emu_flush(void) {
+    std::vector<std::function<void()>> q;
+    q.swap(g_queue);
+    for (auto &op : q) op();
+}
+
 /* ---- runtime ------------------------------------------------------------------- */
 
 namespace {
@@ -171,6 +196,7 @@ cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags) {
     return track(p, bytes, cudaMemoryTypeManaged);
 }
 cudaError_t cudaFree(void *p) {
+    emu_flush();   /* cudaFree waits for the device */
     if (!p) return cudaSuccess;
     auto it = g_mem.find((uintptr_t)p);
     if (it == g_mem.end()) {
@@ -184,11 +210,15 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k) {
     (void)k;
+    emu_flush();   /* after the queued work, and the host waits (see emu.h) */
     memmove(d, s, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void *d, int v, size_t bytes) { memset(d, v, bytes); return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaMemset(void *d, int v, size_t bytes) {
+    emu_enqueue([d, v, bytes] { memset(d, v, bytes); });   /* stream-ordered, the host does not wait */
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { emu_flush(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
     *total_b = TOTAL;
@@ -249,16 +279,19 @@ static cublasStatus_t ref_gemm(cublasHandle_t, cublasOperation_t ta, cublasOpera
                                cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                cublasComputeType_t, cublasGemmAlgo_t) {
     if (ct != CUDA_R_32F || *(const float *)beta != 0.0f) return CUBLAS_STATUS_NOT_SUPPORTED;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float s = 0;
-            for (int l = 0; l < k; l++) {
-                float a = load_as(A, ta == CUBLAS_OP_T ? (size_t)i * lda + l : (size_t)l * lda + i, at);
-                float b = load_as(B, tb == CUBLAS_OP_T ? (size_t)l * ldb + j : (size_t)j * ldb + l, bt);
-                s += a * b;
+    const float al = *(const float *)alpha;   /* host scalars: read at the call, as cuBLAS does */
+    emu_enqueue([=] {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float s = 0;
+                for (int l = 0; l < k; l++) {
+                    float a = load_as(A, ta == CUBLAS_OP_T ? (size_t)i * lda + l : (size_t)l * lda + i, at);
+                    float b = load_as(B, tb == CUBLAS_OP_T ? (size_t)l * ldb + j : (size_t)j * ldb + l, bt);
+                    s += a * b;
+                }
+                ((float *)C)[(size_t)j * ldc + i] = al * s;
             }
-            ((float *)C)[(size_t)j * ldc + i] = *(const float *)alpha * s;
-        }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -12,6 +12,15 @@
  * pointers (cudaPointerGetAttributes), so the backend's staging of host
  * arguments runs as it would on a GPU.
  *
+ * Stream order (SPECBED_EMU_DEFER=1): launches, cuBLAS calls and memsets
+ * are queued, as a GPU queues them, and run only at what makes the host
+ * wait on a real device: cudaDeviceSynchronize, cudaMemcpy, cudaFree. A
+ * host read of a kernel's result, or a host write to memory a queued
+ * kernel reads, that is not behind such a wait then sees (or changes) the
+ * data too early, and the comparisons against the CPU fail: the
+ * emulator's one window on missing synchronisation. It is more lenient
+ * than a GPU in one way: a device-to-device cudaMemcpy waits here too.
+ *
  * What it cannot show: the GPU's own arithmetic (the host's IEEE fma, add,
  * divide and sqrt stand in for the GPU's, which are IEEE too; cos/sin/pow
  * are glibc's, not libdevice's), races between threads (fibers never run at
@@ -60,14 +69,25 @@ void emu_check_device_arg(const void *p, int index);
 template <class T> void emu_check_arg(T, int) {}
 template <class T> void emu_check_arg(T *p, int i) { emu_check_device_arg((const void *)p, i); }
 
+/* Stream order: 1 when SPECBED_EMU_DEFER=1 (read once). emu_enqueue runs
+ * op now when not deferring, else queues it for emu_flush. */
+int emu_deferring(void);
+void emu_enqueue(std::function<void()> op);
+void emu_flush(void);
+
 template <class K> struct emu_launcher {
     K k;
     dim3 g, b;
     template <class... A> void operator()(A... a) {
         int i = 0;
         (emu_check_arg(a, i++), ...);
-        std::function<void()> body = [&] { k(a...); };
-        emu_run(g, b, body);
+        /* the arguments by value, as a launch copies its parameters */
+        K kk = k;
+        dim3 gg = g, bb = b;
+        emu_enqueue([kk, gg, bb, a...] {
+            std::function<void()> body = [&] { kk(a...); };
+            emu_run(gg, bb, body);
+        });
     }
 };
 template <class K> emu_launcher<K> emu_launch(K k, dim3 g, dim3 b) { return emu_launcher<K>{k, g, b}; }

@@ -2,8 +2,10 @@
 # run.sh — build tests/test_cuda.c against the CUDA backend compiled for the
 # CPU emulator (emu.h) instead of a GPU, and run it. The kernels' indexing,
 # barriers and shuffles, the staging of host arguments, the weight registry,
-# the matmul modes and the engine on the fixture all execute; the GPU's own
-# arithmetic, races and speed do not (emu.h says what it cannot show).
+# the matmul modes and the engine on the fixture all execute, test_cuda in
+# stream order (launches queued until the host waits, so a result read
+# before a synchronise fails); the GPU's own arithmetic, races between its
+# threads and speed do not (emu.h says what it cannot show).
 # x86-64 with AVX2 (the reference CPU path); no CUDA toolkit needed.
 # Usage: tests/cuda_emu/run.sh [BUILD_DIR]   (default build-cuda-emu)
 set -euo pipefail
@@ -58,6 +60,7 @@ for t in bench_engine cli_tp cli_device; do compile_c "$ROOT/tools/$t.c" "$B/too
 g++ -fopenmp -o "$B/bench_engine_emu" "${objs[@]}" "${lib_objs[@]}" "${LIBS[@]}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 echo "built $B/test_cuda_emu and $B/bench_engine_emu; running (the CUDA backend on the CPU emulator)"
-"$B/test_cuda_emu"
+# in stream order (emu.h): a result read before the host waited for it fails
+SPECBED_EMU_DEFER=1 "$B/test_cuda_emu"
 "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 3
 SPECBED_CUDA_MATMUL=cublas "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
