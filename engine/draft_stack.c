@@ -141,22 +141,25 @@ float *draft_stack_rx(draft_stack *s, size_t floats) {
     return s->rx;
 }
 
-/* Every rank: the pass on this rank's layers and head rows. */
+/* Every rank: the pass on this rank's layers and head rows. The host
+ * touches none of the pass's buffers in between, so under a device backend
+ * its kernels are queued one behind the other (backend.h's async region)
+ * and all have run when it returns. */
 static void compute(draft_stack *s, const draft_pass *p) {
     const int n = p->n, H = s->H;
     const layer_rows rows = {.n = n, .seq = p->seq, .pos = p->pos, .n_ctx = p->n_ctx};
+    kb_async_begin();
     for (int i = 0; i < p->n_kv; i++) {
         int l = p->kv_layers[i];
         layer_write_kv(s->ls, s->layers[l], s->kv, l, &rows, p->kv_x + (p->kv_shared ? 0 : (size_t)i * n * H));
     }
-    if (p->l1 <= p->l0) return;
-    for (int l = p->l0; l < p->l1; l++) layer_forward(s->ls, s->layers[l], s->kv, l, &rows, p->x);
-    kb_rmsnorm(p->normed, p->x, s->norm[p->out], n, H, s->cfg.rms_norm_eps);
-    if (p->n_logit <= 0) return;
-    for (int i = 0; i < p->n_logit; i++)
-        memcpy(s->xl + (size_t)i * H, p->normed + (size_t)p->logit_rows[i] * H, sizeof(float) * (size_t)H);
-    if (s->comm) vp_logits(s->comm, &s->head[p->out], s->N, s->width, s->xl, p->n_logit, s->lpart, s->lall, p->logits);
-    else kb_matmul(p->logits, s->xl, &s->head[p->out], p->n_logit);
+    if (p->l1 > p->l0) {
+        for (int l = p->l0; l < p->l1; l++) layer_forward(s->ls, s->layers[l], s->kv, l, &rows, p->x);
+        kb_rmsnorm(p->normed, p->x, s->norm[p->out], n, H, s->cfg.rms_norm_eps);
+        vp_head_rows(s->comm, &s->head[p->out], s->N, s->width, p->normed, p->logit_rows, p->n_logit, H, s->xl,
+                     s->lpart, s->lall, p->logits);
+    }
+    kb_async_end();
 }
 
 /* What a pass may name, checked on every rank before anything runs. */

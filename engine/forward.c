@@ -34,6 +34,12 @@ struct fwd_ctx {
     int *pos;    /* [R]     row's position in its sequence */
     int *seq;    /* [R]     row's kv sequence */
     int *tok;    /* [R]     row's token */
+    /* Taps under a device backend: gathered on the device, [R, tap_cap, H],
+     * and copied to the caller's (host) buffer once per forward; NULL on
+     * cpu, where the rows go straight into fwd_out.taps. */
+    float *tapbuf;
+    int tap_cap;
+    float **tap_dst;   /* [R] the rows' destinations (kb_scatter_rows) */
     /* tensor parallelism (tp.c); NULL/unused with one process */
     kb_comm *comm;
     tp_link *link;
@@ -64,7 +70,8 @@ int fwd_create_tp(fwd_ctx **out, const model *m, int max_rows, kb_comm *comm, ch
     f->pos = calloc(R, sizeof(int));
     f->seq = calloc(R, sizeof(int));
     f->tok = calloc(R, sizeof(int));
-    if (!f->x || !f->xb || !f->xl || !f->pos || !f->seq || !f->tok ||
+    f->tap_dst = malloc(R * sizeof *f->tap_dst);
+    if (!f->x || !f->xb || !f->xl || !f->pos || !f->seq || !f->tok || !f->tap_dst ||
         layer_scratch_create(&f->ls, c, max_rows, err, errlen)) {
         fwd_free(f);
         return errf(err, errlen, "fwd_create: out of memory for %d rows", max_rows);
@@ -108,8 +115,8 @@ void fwd_free(fwd_ctx *f) {
     tp_link_free(f->link);   /* the leader's tells the other ranks to stop */
     free(f->lpart); free(f->lall);
     layer_scratch_free(f->ls);
-    kb_free(f->x); kb_free(f->xb); kb_free(f->xl);
-    free(f->pos); free(f->seq); free(f->tok);
+    kb_free(f->x); kb_free(f->xb); kb_free(f->xl); kb_free(f->tapbuf);
+    free(f->pos); free(f->seq); free(f->tok); free(f->tap_dst);
     free(f);
 }
 
@@ -176,13 +183,28 @@ static int check_batch(const fwd_ctx *f, const kv_cache *kv, const fwd_batch *b,
     return (int)total;
 }
 
-/* Copies rows x[n, H] into the taps asked for under id `tap`. */
-static void copy_taps(const fwd_out *o, int tap, const float *x, int n, int H) {
+/* Copies rows x[n, H] into the taps asked for under id `tap`: into
+ * o->taps, or under a device backend into f->tapbuf (the same layout),
+ * which fwd_run copies out once at the end. */
+static void copy_taps(fwd_ctx *f, const fwd_out *o, int tap, const float *x, int n, int H) {
     if (!o) return;
+    float *base = f->tapbuf ? f->tapbuf : o->taps;
     for (int t = 0; t < o->n_taps; t++)
-        if (o->tap_layers[t] == tap)
-            for (int i = 0; i < n; i++)
-                memcpy(o->taps + ((size_t)i * o->n_taps + t) * H, x + (size_t)i * H, (size_t)H * sizeof(float));
+        if (o->tap_layers[t] == tap) {
+            for (int i = 0; i < n; i++) f->tap_dst[i] = base + ((size_t)i * o->n_taps + t) * H;
+            kb_scatter_rows(f->tap_dst, x, n, H);
+        }
+}
+
+/* The device tap buffer for n_taps taps (cuda only; grown, never shrunk). */
+static int reserve_taps(fwd_ctx *f, int n_taps) {
+    if (!strcmp(kb_device(), "cpu") || n_taps <= f->tap_cap) return 0;
+    float *p = kb_alloc((size_t)f->max_rows * (size_t)n_taps * (size_t)f->m->cfg.hidden_size * sizeof(float));
+    if (!p) return -1;
+    kb_free(f->tapbuf);
+    f->tapbuf = p;
+    f->tap_cap = n_taps;
+    return 0;
 }
 
 int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
@@ -203,6 +225,8 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     }
     if (layer_scratch_reserve(f->ls, need_ctx))
         return errf(err, errlen, "fwd_run: out of memory for attention scores (%d positions)", need_ctx);
+    if (o && reserve_taps(f, o->n_taps))
+        return errf(err, errlen, "fwd_run: out of device memory for %d taps of %d rows", o->n_taps, f->max_rows);
 
     /* Rows, positions, and K/V slots. On failure undo the appends already made
      * (a span's first row holds its sequence's old length). */
@@ -232,6 +256,12 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     }
     if (n == 0) return 0;
 
+    /* From here to the end nothing on the host reads or writes the
+     * activations (kb_wait where it must), so under a device backend the
+     * forward's kernels are queued one behind the other (backend.h); the
+     * logits, in the caller's memory, are the one wait inside, and every
+     * output is in place when fwd_run returns. */
+    kb_async_begin();
     for (int i = 0; i < n; i++) kb_weight_row(f->x + (size_t)i * H, &m->embed, f->tok[i]);
 
     /* Causal: each row attends to its sequence up to its own position, which
@@ -239,27 +269,27 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     const layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL, .window = o ? o->attn_window : 0};
     for (int l = 0; l < c->n_layers; l++) {
         layer_forward(f->ls, &m->layers[l], kv, l, &rows, f->x);
-        copy_taps(o, l, f->x, n, H);
+        copy_taps(f, o, l, f->x, n, H);
         /* Fault injection (serve --inject-fault): a transient buffer
          * overwriting part of a row's residual stream after layer 0, as the
          * SGLang/SM120 allocator hazard did. Later layers, the KV written by
          * them and the logits all see the damage. */
-        if (l == 0 && o && o->corrupt_rows)
+        if (l == 0 && o && o->corrupt_rows) {
+            kb_wait();   /* the host writes the residual stream */
             for (int i = 0; i < n; i++)
                 if (o->corrupt_rows[i])
                     for (int j = 0; j < H; j += 2) f->x[(size_t)i * H + j] = (float)((j * 7919) % 13) - 6.0f;
+        }
     }
 
     kb_rmsnorm(f->xb, f->x, m->final_norm, n, H, c->rms_norm_eps);
-    if (o && o->final_hidden) memcpy(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
-    copy_taps(o, FWD_TAP_FINAL_NORM, f->xb, n, H);
-    if (o && o->n_logit_rows > 0) {
-        for (int i = 0; i < o->n_logit_rows; i++)
-            memcpy(f->xl + (size_t)i * H, f->xb + (size_t)o->logit_rows[i] * H, (size_t)H * sizeof(float));
-        if (f->comm)
-            vp_logits(f->comm, &m->lm_head_part, c->vocab_size, m->vocab_part, f->xl, o->n_logit_rows, f->lpart,
-                      f->lall, o->logits);
-        else kb_matmul(o->logits, f->xl, &m->lm_head, o->n_logit_rows);
-    }
+    if (o && o->final_hidden) kb_copy_to_host(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
+    copy_taps(f, o, FWD_TAP_FINAL_NORM, f->xb, n, H);
+    if (o && f->tapbuf && o->n_taps > 0)
+        kb_copy_to_host(o->taps, f->tapbuf, (size_t)n * o->n_taps * H * sizeof(float));
+    if (o)
+        vp_head_rows(f->comm, f->comm ? &m->lm_head_part : &m->lm_head, c->vocab_size, m->vocab_part, f->xb,
+                     o->logit_rows, o->n_logit_rows, H, f->xl, f->lpart, f->lall, o->logits);
+    kb_async_end();
     return 0;
 }

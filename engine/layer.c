@@ -119,7 +119,9 @@ void layer_scratch_set_comm(layer_scratch *s, kb_comm *comm) {
 /* The row-parallel matmuls' partial sums, added over the ranks. */
 static void tp_sum(layer_scratch *s, float *y, size_t n) {
     char err[256];
-    if (s->comm && kb_comm_allreduce_sum(s->comm, y, n, err, sizeof err)) kb_comm_abort(s->comm, 1, err);
+    if (!s->comm) return;
+    kb_wait();   /* the collective reads y on the host (backend.h: inside an async region) */
+    if (kb_comm_allreduce_sum(s->comm, y, n, err, sizeof err)) kb_comm_abort(s->comm, 1, err);
 }
 
 static void add_bias(float *y, const float *bias, int m, int n) {

@@ -24,3 +24,16 @@ void vp_logits(kb_comm *c, const kb_weight *part, int N, int width, const float 
             memcpy(out + (size_t)i * N + v0, lall + ((size_t)r * n + i) * Vp, (size_t)vn * sizeof(float));
     }
 }
+
+void vp_head_rows(kb_comm *c, const kb_weight *head, int N, int width, const float *normed, const int *logit_rows,
+                  int n, int H, float *xl, float *lpart, float *lall, float *out) {
+    if (n <= 0) return;
+    for (int i = 0; i < n; i++)
+        kb_copy_to_device(xl + (size_t)i * H, normed + (size_t)logit_rows[i] * H, (size_t)H * sizeof(float));
+    if (c) {
+        kb_wait();
+        vp_logits(c, head, N, width, xl, n, lpart, lall, out);
+    } else {
+        kb_matmul(out, xl, head, n);
+    }
+}

@@ -16,4 +16,12 @@
 void vp_logits(kb_comm *c, const kb_weight *part, int N, int width, const float *x, int n, float *lpart,
                float *lall, float *out);
 
+/* The logits of rows logit_rows[0..n) of normed[*, H]: gathered into
+ * xl[n, H] with device copies, then out[n, N] ← xl · headᵀ: vp_logits with
+ * head = this rank's part when c is set (several ranks), one kb_matmul with
+ * the full head otherwise. Inside an async region (backend.h) it waits
+ * before the collective, which reads xl on the host. */
+void vp_head_rows(kb_comm *c, const kb_weight *head, int N, int width, const float *normed, const int *logit_rows,
+                  int n, int H, float *xl, float *lpart, float *lall, float *out);
+
 #endif

@@ -49,12 +49,12 @@ int kb_cpu_path_supported(const char *name);   /* 1 yes, 0 no */
 /* ---- device (process-wide, like the SIMD path: choose it at startup,
  * before the engine is made) ---------------------------------------------
  * "cpu" (the default) or "cuda" (kernels/cuda_*.cu). On cuda every compute
- * call below runs on the GPU and synchronises before it returns, so the
- * host may read its result at once; kb_alloc gives CUDA managed memory,
- * which the host reads and writes too (the engine copies activations with
- * memcpy; the KV slots it writes with kb_scatter_rows). Index arrays (pos,
+ * call below runs on the GPU and, outside an async region (below),
+ * synchronises before it returns, so the host may read its result at once;
+ * kb_alloc gives CUDA managed memory, which the host reads and writes too
+ * (between calls, never inside an async region). Index arrays (pos,
  * n_ctx, pages) and norm vectors may be plain host memory: the CUDA
- * backend copies them over per call.
+ * backend stages them per call (the host may reuse them on return).
  * Nothing initialises CUDA unless "cuda" is asked for. Switching back to
  * "cpu" is allowed (tests compare the two in one process), but a weight
  * uploaded under cuda is device memory that only the cuda kernels can read.
@@ -62,6 +62,21 @@ int kb_cpu_path_supported(const char *name);   /* 1 yes, 0 no */
  * a GPU this build has no code for. */
 int kb_set_device(const char *name, char *err, size_t errlen);
 const char *kb_device(void);   /* "cpu" or "cuda" */
+
+/* Stream order. Between kb_async_begin and kb_async_end the compute calls
+ * and the device-to-device copies return before the device has run them,
+ * queued in order one behind the other (a forward's kernels then follow one
+ * another on the GPU without a round trip each). Inside a region the host
+ * must not read or write kb_alloc'd memory a queued call may touch: a call
+ * whose result is plain host memory (logits into a malloc'd buffer, a
+ * kb_copy_to_host into one) still waits and returns with it; kb_wait waits
+ * for everything queued, after which the host may touch kb_alloc'd memory
+ * until its next call; kb_async_end waits too. Regions nest (the outermost
+ * end waits); one thread issues the calls of a region. On cpu every call
+ * has finished when it returns and these do nothing. */
+void kb_async_begin(void);
+void kb_async_end(void);
+void kb_wait(void);
 
 /* CUDA matmul mode. "invariant" (the default): each output element has one
  * fixed reduction order that depends on cols only — batch-invariant in m
@@ -100,6 +115,10 @@ void kb_weight_release_owner(const void *owner);
 /* Device memory (host memory on CPU). */
 void *kb_alloc(size_t bytes);               /* zeroed; NULL on failure */
 void  kb_free(void *p);
+/* Copies between any two of host, kb_alloc'd and device memory (the names
+ * say where dst is). Inside an async region a copy between device buffers
+ * is queued like a kernel; any other waits and returns with the bytes in
+ * place. */
 void  kb_copy_to_device(void *dst, const void *src, size_t bytes);
 void  kb_copy_to_host(void *dst, const void *src, size_t bytes);
 /* dst[i][0..row_floats) = src[i, 0..row_floats) for i < n: a forward's rows

@@ -8,25 +8,28 @@
  *     const float *dx = (const float *)cu_in(x, bytes);      host → staged copy; device/managed → as is
  *     float *dy = (float *)cu_out(y, bytes, copy_in);        host → staged, copied back by cu_end
  *     kernel<<<...>>>(dy, dx, ...);
- *     cu_end("matmul");                                      check, synchronise, copy back, unlock
- * so the caller may read the result on the host as soon as the call
- * returns. That is correct first and slow: every call waits for the GPU and
- * the engine's host-side memcpy of activations migrates managed pages back
- * and forth. The next steps are one stream with no synchronisation between
- * kernels of a forward (then CUDA graphs per batch shape), and device-side
- * copies in place of the engine's memcpy (kb_copy_to_device). Dropping the
- * synchronise in cu_end alone buys nothing: cu_in's cudaMemcpy from
- * pageable host memory synchronises the stream itself, and a captured graph
- * cannot contain it. What a graph needs: the step's index arrays (pos,
- * n_ctx, page lists, sequence ids) written once per step into a fixed
- * device buffer (pinned host copy, one cudaMemcpyAsync) that every kernel
- * reads, norm vectors uploaded like weights, the KV writes of layer.c as a
- * scatter kernel, the taps of forward.c as device copies, and one kb_sync
- * where the host reads logits and taps; then a graph per padded row count,
- * as vLLM and SGLang capture per batch size.
+ *     cu_end("matmul");                                      check, copy back, (synchronise), unlock
+ * Every call runs on one stream (cu_stream). Outside an async region
+ * (backend.h kb_async_begin) cu_end synchronises, so the caller may read
+ * the result on the host as soon as the call returns. Inside one it does
+ * not: the call is queued behind the earlier ones and the host goes on, so
+ * a forward's kernels follow one another on the GPU without a round trip
+ * each; only a call with a host result (logits into malloc'd memory) waits,
+ * and kb_async_end / kb_wait wait for everything.
+ * Host arguments (index arrays, norm vectors) go through a staging ring:
+ * pinned host memory and a device buffer at the same offsets, copied with
+ * cudaMemcpyAsync in stream order. The ring is reset only where the host
+ * has waited for the stream (a pinned byte may be rewritten only after the
+ * copy that reads it has run); when it fills up inside a region the call
+ * waits, resets it and, if one call needs more than it holds, regrows it.
+ * What CUDA graphs need beyond this: the step's index arrays written into
+ * fixed device buffers that every kernel reads, norm vectors uploaded like
+ * weights, one attention launch per ragged batch, and a graph per padded
+ * row count, as vLLM and SGLang capture per batch size.
  * A CUDA error inside a compute call has no error return to go to
  * (backend.h's calls are void): it is printed and the process aborts.
- * One mutex serialises the calls (the staging area and scratch are shared). */
+ * One mutex serialises the calls (the staging ring and scratch are shared);
+ * the async region is process-wide (one engine thread issues the calls). */
 #ifndef SPECBED_CUDA_INTERNAL_CUH
 #define SPECBED_CUDA_INTERNAL_CUH
 #include <cuda_fp16.h>
@@ -37,6 +40,7 @@
 #include "device_internal.h"
 
 void cu_check(cudaError_t e, const char *what);   /* aborts with a message unless cudaSuccess */
+cudaStream_t cu_stream(void);                     /* the one stream every call runs on */
 void cu_begin(void);
 const void *cu_in(const void *p, size_t bytes);
 void *cu_out(void *p, size_t bytes, int copy_in);
@@ -66,7 +70,7 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
  * tests/cuda_emu (the CUDA programming model emulated on the CPU, to run
  * this backend where no GPU is) can stand in for the chevrons. */
 #ifndef CU_LAUNCH
-#define CU_LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+#define CU_LAUNCH(kernel, grid, block) kernel<<<(grid), (block), 0, cu_stream()>>>
 #endif
 
 /* ---- on the device -------------------------------------------------------- */

@@ -104,6 +104,7 @@ static void launch_invariant(float *y, const float *x, const void *w, int m, int
 #endif
 
 typedef cublasStatus_t (*blas_create_fn)(cublasHandle_t *);
+typedef cublasStatus_t (*blas_stream_fn)(cublasHandle_t, cudaStream_t);
 typedef cublasStatus_t (*blas_gemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                        const void *, const void *, cudaDataType, int, const void *, cudaDataType,
                                        int, const void *, void *, cudaDataType, int, cublasComputeType_t,
@@ -127,11 +128,17 @@ static int load_cublas(void) {
         return -1;
     }
     blas_create_fn create = (blas_create_fn)dlsym(g_blas.lib, "cublasCreate_v2");
+    blas_stream_fn set_stream = (blas_stream_fn)dlsym(g_blas.lib, "cublasSetStream_v2");
     g_blas.gemm = (blas_gemm_fn)dlsym(g_blas.lib, "cublasGemmEx");
     cublasHandle_t h = NULL;
-    if (!create || !g_blas.gemm || create(&h) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "specbed: cuBLAS: %s\n",
-                !create || !g_blas.gemm ? "cublasCreate_v2 or cublasGemmEx missing" : "cublasCreate failed");
+    if (!create || !set_stream || !g_blas.gemm || create(&h) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "specbed: cuBLAS: %s\n", !create || !set_stream || !g_blas.gemm
+                ? "cublasCreate_v2, cublasSetStream_v2 or cublasGemmEx missing" : "cublasCreate failed");
+        return -1;
+    }
+    /* the backend's stream, so that GEMMs stay in order with its kernels */
+    if (set_stream(h, cu_stream()) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "specbed: cuBLAS: cublasSetStream failed\n");
         return -1;
     }
     g_blas.handle = h;
@@ -189,7 +196,7 @@ void cuda_matmul(float *y, const float *x, const kb_weight *w, int m) {
     const float *dx = (const float *)cu_in(x, (size_t)m * (size_t)cols * sizeof(float));
     float *dy = (float *)cu_out(y, (size_t)m * (size_t)rows * sizeof(float), 0);
     if (cols <= 0) {
-        cu_check(cudaMemset(dy, 0, (size_t)m * (size_t)rows * sizeof(float)), "matmul");
+        cu_check(cudaMemsetAsync(dy, 0, (size_t)m * (size_t)rows * sizeof(float), cu_stream()), "matmul");
     } else if (g_mode == MODE_CUBLAS) {
         gemm_cublas(dy, dx, dw, w->dt, m, rows, cols);
     } else {

@@ -1,9 +1,10 @@
 /* cuda_mem.cu — CUDA backend: start-up, memory, weights, and the bracket
  * every compute call runs in (cuda_internal.cuh).
  * Owns: the managed allocations behind kb_alloc (and their sizes), the
- * device copies of weights (cudaMalloc, by owner), the staging area for
- * host arguments, the persistent scratch buffers, the mutex, and the
- * backend's function table (device_internal.h).
+ * device copies of weights (cudaMalloc, by owner), the stream, the staging
+ * ring for host arguments, the persistent scratch buffers, the async
+ * region's depth, the mutex, and the backend's function table
+ * (device_internal.h).
  * Must not: be reached before kb_set_device("cuda") succeeded (nothing here
  * runs in a CPU-only process), or take more managed memory than the card
  * has free (an oversubscribed managed pool can hang the GPU): kb_alloc
@@ -109,11 +110,6 @@ static int cu_free_if_ours(void *p) {
     return i >= 0;
 }
 
-static void cu_copy(void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
-    cu_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "kb_copy");
-}
-
 /* ---- weights -------------------------------------------------------------- */
 
 static int cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
@@ -160,52 +156,94 @@ static void cu_weight_release_owner(const void *owner) {
     pthread_mutex_unlock(&g_lock);
 }
 
-/* ---- the bracket: staging and scratch ------------------------------------- */
+/* ---- the bracket: stream, staging ring and scratch ------------------------ */
 
-/* One device area for a call's staged host arguments, reset per call. When
- * a call needs more than it holds, the excess goes to buffers of their own
- * (freed at cu_end) and the area is regrown to the call's total for next
- * time. */
-static char *g_stage;
-static size_t g_stage_cap, g_stage_used, g_stage_need;
+static cudaStream_t g_stream;
+static int g_async;   /* depth of kb_async_begin regions */
+
+cudaStream_t cu_stream(void) { return g_stream; }
+
+/* The staging ring (cuda_internal.cuh): pinned host bytes and device bytes
+ * at the same offsets; g_ring_used is reset only after the stream was
+ * waited for. A call's own staged bytes must survive until its kernel has
+ * run, so a call that finds the ring full after it has taken some takes
+ * one-off buffers (g_extra, freed at its cu_end) and the ring is regrown to
+ * that call's total. */
+static char *g_pin, *g_dring;
+static size_t g_ring_cap, g_ring_used, g_call_start, g_call_need;
 enum { MAX_EXTRA = 16, MAX_OUT = 8 };
-static void *g_extra[MAX_EXTRA];
+typedef struct { char *pin, *dev; } stage_buf;
+static stage_buf g_extra[MAX_EXTRA];
 static int g_n_extra;
-typedef struct { void *host; void *dev; size_t bytes; } staged_out;
+typedef struct { void *host; char *pin, *dev; size_t bytes; } staged_out;
 static staged_out g_outs[MAX_OUT];
 static int g_n_outs;
 static void *g_scratch[CU_SCRATCH_N];
 static size_t g_scratch_cap[CU_SCRATCH_N];
 
-void cu_begin(void) {
-    pthread_mutex_lock(&g_lock);
-    g_stage_used = g_stage_need = 0;
-    g_n_extra = g_n_outs = 0;
+/* Waits for everything queued; the ring's bytes are free again. */
+static void wait_stream(const char *what) {
+    cu_check(cudaStreamSynchronize(g_stream), what);
+    g_ring_used = 0;
 }
 
-static void *stage_alloc(size_t bytes) {
+/* Only with the stream idle (nothing queued reads the ring). */
+static void ring_regrow(size_t need) {
+    if (need <= g_ring_cap) return;
+    if (g_pin) cu_check(cudaFreeHost(g_pin), "staging ring");
+    if (g_dring) cu_check(cudaFree(g_dring), "staging ring");
+    size_t cap = 2 * g_ring_cap > need ? 2 * g_ring_cap : need;
+    if (cap < ((size_t)1 << 20)) cap = (size_t)1 << 20;
+    cu_check(cudaMallocHost((void **)&g_pin, cap), "staging ring (pinned host memory)");
+    cu_check(cudaMalloc((void **)&g_dring, cap), "staging ring (device memory)");
+    g_ring_cap = cap;
+    g_ring_used = 0;
+}
+
+void cu_begin(void) {
+    pthread_mutex_lock(&g_lock);
+    g_n_outs = g_n_extra = 0;
+    g_call_start = g_ring_used;
+    g_call_need = 0;
+}
+
+/* bytes of staging for this call: the pinned side in *pin, the device side returned */
+static char *stage_take(size_t bytes, char **pin) {
     size_t a = (bytes + 255) & ~(size_t)255;
-    g_stage_need += a;
-    if (g_stage_used + a <= g_stage_cap) {
-        void *p = g_stage + g_stage_used;
-        g_stage_used += a;
-        return p;
+    g_call_need += a;
+    if (g_ring_used + a > g_ring_cap && g_ring_used == g_call_start) {   /* nothing of this call in it yet */
+        wait_stream("staging host arguments");
+        ring_regrow(a);
+        g_call_start = 0;
+    }
+    if (g_ring_used + a <= g_ring_cap) {
+        size_t off = g_ring_used;
+        g_ring_used += a;
+        *pin = g_pin + off;
+        return g_dring + off;
     }
     if (g_n_extra == MAX_EXTRA) {
-        fprintf(stderr, "specbed: CUDA: more than %d staged arguments in one call\n", MAX_EXTRA);
+        fprintf(stderr, "specbed: CUDA: more than %d staging overflows in one call\n", MAX_EXTRA);
         abort();
     }
-    void *p;
-    cu_check(cudaMalloc(&p, a), "staging host arguments");
-    g_extra[g_n_extra++] = p;
-    return p;
+    stage_buf *x = &g_extra[g_n_extra++];
+    cu_check(cudaMallocHost((void **)&x->pin, a), "staging host arguments (pinned host memory)");
+    cu_check(cudaMalloc((void **)&x->dev, a), "staging host arguments");
+    *pin = x->pin;
+    return x->dev;
+}
+
+static char *stage_copy_in(const void *p, size_t bytes, char **pin) {
+    char *d = stage_take(bytes, pin);
+    memcpy(*pin, p, bytes);
+    cu_check(cudaMemcpyAsync(d, *pin, bytes, cudaMemcpyHostToDevice, g_stream), "staging a host argument");
+    return d;
 }
 
 const void *cu_in(const void *p, size_t bytes) {
     if (!p || !bytes || cu_on_device(p)) return p;
-    void *d = stage_alloc(bytes);
-    cu_check(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "staging a host argument");
-    return d;
+    char *pin;
+    return stage_copy_in(p, bytes, &pin);
 }
 
 void *cu_out(void *p, size_t bytes, int copy_in) {
@@ -214,15 +252,16 @@ void *cu_out(void *p, size_t bytes, int copy_in) {
         fprintf(stderr, "specbed: CUDA: more than %d staged results in one call\n", MAX_OUT);
         abort();
     }
-    void *d = stage_alloc(bytes);
-    if (copy_in) cu_check(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "staging a host argument");
-    staged_out o = {p, d, bytes};
+    char *pin;
+    char *d = copy_in ? stage_copy_in(p, bytes, &pin) : stage_take(bytes, &pin);
+    staged_out o = {p, pin, d, bytes};
     g_outs[g_n_outs++] = o;
     return d;
 }
 
 void *cu_scratch(int slot, size_t bytes) {
     if (bytes > g_scratch_cap[slot]) {
+        /* cudaFree waits for the kernels that may still read the old one */
         if (g_scratch[slot]) cu_check(cudaFree(g_scratch[slot]), "freeing scratch");
         size_t cap = bytes + bytes / 4;
         cu_check(cudaMalloc(&g_scratch[slot], cap), "device scratch");
@@ -232,20 +271,54 @@ void *cu_scratch(int slot, size_t bytes) {
 }
 
 void cu_end(const char *what) {
-    cu_check(cudaGetLastError(), what);        /* the launch */
-    cu_check(cudaDeviceSynchronize(), what);   /* the kernel */
+    cu_check(cudaGetLastError(), what);   /* the launch */
+    /* host results: through the pinned side of their staging, after the kernel */
     for (int i = 0; i < g_n_outs; i++)
-        cu_check(cudaMemcpy(g_outs[i].host, g_outs[i].dev, g_outs[i].bytes, cudaMemcpyDeviceToHost), what);
+        cu_check(cudaMemcpyAsync(g_outs[i].pin, g_outs[i].dev, g_outs[i].bytes, cudaMemcpyDeviceToHost, g_stream),
+                 what);
+    if (g_n_outs || g_n_extra || !g_async) wait_stream(what);
+    for (int i = 0; i < g_n_outs; i++) memcpy(g_outs[i].host, g_outs[i].pin, g_outs[i].bytes);
     if (g_n_extra) {
-        for (int i = 0; i < g_n_extra; i++) cu_check(cudaFree(g_extra[i]), what);
-        if (g_stage) cu_check(cudaFree(g_stage), what);
-        g_stage = NULL;
-        g_stage_cap = 0;
-        size_t cap = g_stage_need + g_stage_need / 4;
-        if (cudaMalloc((void **)&g_stage, cap) == cudaSuccess) g_stage_cap = cap;
-        else { g_stage = NULL; cudaGetLastError(); }   /* later calls stage through extras */
+        for (int i = 0; i < g_n_extra; i++) {
+            cu_check(cudaFreeHost(g_extra[i].pin), what);
+            cu_check(cudaFree(g_extra[i].dev), what);
+        }
+        ring_regrow(g_call_need + g_call_need / 4);   /* the stream is idle */
     }
-    g_n_extra = g_n_outs = 0;
+    g_n_outs = g_n_extra = 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void cu_async_begin(void) {
+    pthread_mutex_lock(&g_lock);
+    g_async++;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void cu_async_end(void) {
+    pthread_mutex_lock(&g_lock);
+    if (g_async > 0 && --g_async == 0) wait_stream("kb_async_end");
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void cu_wait(void) {
+    pthread_mutex_lock(&g_lock);
+    wait_stream("kb_wait");
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* In an async region a copy between device (or managed) buffers is queued
+ * like a kernel; any other copy waits for the stream first and returns with
+ * the bytes in place, as outside a region. */
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    pthread_mutex_lock(&g_lock);
+    if (g_async && cu_on_device(dst) && cu_on_device(src)) {
+        cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_stream), "kb_copy");
+    } else {
+        wait_stream("kb_copy");
+        cu_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "kb_copy");
+    }
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -256,7 +329,7 @@ __global__ void probe_kernel(int *flag) { *flag = 42; }
 static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
     cuda_weight_row, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
-    cuda_set_matmul, cuda_matmul_mode,
+    cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {
@@ -293,6 +366,10 @@ extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errl
                     p.name, p.major, p.minor, SPECBED_CUDA_ARCHS,
                     e != cudaSuccess ? cudaGetErrorString(e) : "the probe kernel wrote nothing");
     }
+    /* a blocking stream: the legacy default stream's calls (cudaMemcpy of
+     * weights, cudaMemset of new allocations) stay ordered with it */
+    if (!g_stream && (e = cudaStreamCreate(&g_stream)) != cudaSuccess)
+        return errf(err, errlen, "CUDA device 0 (%s): cannot create a stream: %s", p.name, cudaGetErrorString(e));
     *ops = &OPS;
     return 0;
 }

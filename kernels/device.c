@@ -49,6 +49,16 @@ int kb_set_device(const char *name, char *err, size_t errlen) {
 
 const char *kb_device(void) { return kb_dev_active ? "cuda" : "cpu"; }
 
+void kb_async_begin(void) {
+    if (kb_dev_active) kb_dev_active->async_begin();
+}
+void kb_async_end(void) {
+    if (kb_dev_active) kb_dev_active->async_end();
+}
+void kb_wait(void) {
+    if (kb_dev_active) kb_dev_active->wait();
+}
+
 int kb_set_cuda_matmul(const char *mode) {
     if (!kb_dev_cuda) return -1;
     return kb_dev_cuda->set_matmul(mode);

@@ -39,6 +39,10 @@ typedef struct {
     /* matmul mode: "invariant" | "cublas"; 0 ok, -1 unknown or unavailable */
     int   (*set_matmul)(const char *mode);
     const char *(*matmul_mode)(void);
+    /* stream order: backend.h kb_async_begin / kb_async_end / kb_wait */
+    void  (*async_begin)(void);
+    void  (*async_end)(void);
+    void  (*wait)(void);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

@@ -7,8 +7,9 @@
 #include "spec_run.h"
 #include "test_util.h"
 
-long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept, const int *depths,
-            int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens, int np, int gen) {
+static long run_counts(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept,
+                       const int *depths, int n_depths, const int *batches, int n_batches, const int *const *pp,
+                       const int *lens, int np, int gen, spec_counters *counts) {
     char err[1024];
     drafter *d = NULL;
     if (drafter_create(&d, dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", label, err); return 0; }
@@ -41,6 +42,7 @@ long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need
             }
         }
         const spec_counters *k = &cnt;
+        if (counts) counts[di] = cnt;
         printf("%s depth %d: drafted %ld, accepted %ld, accept length %.2f\n", label, depth, k->drafted_tokens,
                k->accepted_tokens, spec_rates_between(NULL, k).accept_length);
         CHECKF(k->drafts > 0 && k->drafted_tokens > 0, "%s depth %d: the drafter proposed nothing", label, depth);
@@ -56,12 +58,22 @@ long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need
     return total;
 }
 
-long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
-              int n_depths, const int *batches, int n_batches) {
+long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept, const int *depths,
+            int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens, int np, int gen) {
+    return run_counts(e, dopt, label, need_accept, depths, n_depths, batches, n_batches, pp, lens, np, gen, NULL);
+}
+
+long ll_check_counts(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
+                     int n_depths, const int *batches, int n_batches, spec_counters *counts) {
     const int *pp[LL_NP];
     for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
-    return ll_run(e, &c->dopt, c->label, c->need_accept, depths, n_depths, batches, n_batches, pp, lens, LL_NP,
-                  LL_GEN);
+    return run_counts(e, &c->dopt, c->label, c->need_accept, depths, n_depths, batches, n_batches, pp, lens, LL_NP,
+                      LL_GEN, counts);
+}
+
+long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
+              int n_depths, const int *batches, int n_batches) {
+    return ll_check_counts(e, c, prompts, lens, depths, n_depths, batches, n_batches, NULL);
 }
 
 /* The first n prompts of workloads/NAME.jsonl, tokenized and cut to at most

@@ -8,6 +8,7 @@
 #ifndef SPECBED_TESTS_LOSSLESS_H
 #define SPECBED_TESTS_LOSSLESS_H
 #include "drafters.h"
+#include "spec_metrics.h"
 
 enum { LL_NP = 8, LL_MAXP = 400, LL_GEN = 32 };
 
@@ -26,6 +27,10 @@ long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need
 /* ll_run over LL_NP prompts of LL_GEN tokens, as a config says. */
 long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
               int n_depths, const int *batches, int n_batches);
+/* ll_check that also returns each depth's counters (counts[n_depths]), so
+ * that two devices' drafters can be compared draft for draft. */
+long ll_check_counts(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
+                     int n_depths, const int *batches, int n_batches, spec_counters *counts);
 /* The synthetic prompt set: LL_NP prompts of mixed lengths (120, 9, 300,
  * 40, 3, 129, 77, 210 tokens), repetitive ones (so ngram finds matches)
  * alternating with pseudo-random ones, ids below vocab. */

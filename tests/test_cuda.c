@@ -25,13 +25,20 @@
  *   - batch invariance: a row's matmul alone, among 8 rows and as row 9 of
  *     17 (another tile of x rows): bit-identical; attention span rows vs
  *     single rows: bit-identical.
+ *   - stream order (kb_async_begin): a chain of queued calls, host
+ *     arguments rewritten as soon as each call returns, enough of them to
+ *     wrap the staging ring, one larger than the ring and one call whose
+ *     second argument overflows it, a device copy, kb_wait before a host
+ *     read: the same bits as the CPU.
  * Then the engine on tests/fixtures/qwen3-tied: CUDA vs CPU logits for a
  * 300-token prefill (argmax equal at every row, max |Δ| ≤ 1e-4: the only
  * source of difference allowed above is RoPE's ulp; 1e-4 is the bound the
  * tensor-parallel test uses for a reordered reduction, orders of magnitude
  * above an ulp's effect through two layers), greedy generation equal to the
  * CPU's, and speculation on vs off under --device cuda (tests/lossless.c,
- * as test_spec_lossless does on the CPU). */
+ * as test_spec_lossless does on the CPU), each drafter drafting and
+ * accepted exactly as the same drafter on the CPU (a device buffer read
+ * too early would change drafts without breaking losslessness). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -396,6 +403,68 @@ static void test_memory(void) {
     printf("memory: kb_alloc zeroed, copies, scattered rows, weight upload/row/release, free across a switch\n");
 }
 
+/* ---- stream order --------------------------------------------------------------- */
+
+/* The same chain on the CPU (host buffers) and on cuda inside an async
+ * region (kb_alloc'd buffers, host arguments from one reused host vector);
+ * under tests/cuda_emu's deferred launches a result read, or a staging
+ * byte rewritten, before the stream has run fails here. */
+static void stream_chain(float *a, float *z, float *q, float *out, float *mid, const float *x,
+                         const float *g, const float *big, const kb_weight *w, int m, int n, int n_big) {
+    float hv[1024];
+    kb_async_begin();
+    kb_rmsnorm(a, a, g, m, n, 1e-6f);
+    for (int i = 0; i < 600; i++) {   /* 600 × 4 KiB of host arguments: the 1 MiB ring wraps */
+        for (int k = 0; k < 1024; k++) hv[k] = x[(i * 37 + k) % (m * n)] * (float)(i % 7);
+        kb_add(z, hv, 1, 1024);   /* hv is rewritten as soon as the call returns */
+    }
+    kb_add(z, big, 1, 1024);                  /* warm the ring up again */
+    kb_add(q, big, n_big / 1024, 1024);       /* one host argument larger than the ring */
+    kb_rmsnorm(q, big, g, n_big / n, n, 1e-6f);   /* g fits, then big overflows inside one call */
+    kb_copy_to_device(mid, a, (size_t)m * n * sizeof(float));   /* queued device copy */
+    kb_add(a, x, m, n);
+    kb_wait();
+    a[0] = 1.5f;               /* after kb_wait the host may write kb_alloc'd memory */
+    kb_matmul(out, a, w, m);   /* a host result: waits */
+    kb_async_end();
+}
+
+static void test_stream_order(void) {
+    const int m = 5, n = 96, n_big = 96 * 4096;   /* n_big floats: 1.5 MiB */
+    kb_weight w = random_weight(KB_F32, 40, n);
+    float *x = random_floats((size_t)m * n, 1.0f), *g = random_floats(n, 1.0f);
+    float *big = random_floats((size_t)n_big, 1.0f);
+    float *ac = malloc(sizeof(float) * m * n), *zc = calloc(1024, sizeof(float));
+    float *qc = calloc((size_t)n_big, sizeof(float)), *midc = malloc(sizeof(float) * m * n);
+    float *outc = malloc(sizeof(float) * m * 40), *outg = malloc(sizeof(float) * m * 40);
+    memcpy(ac, x, sizeof(float) * m * n);
+    use("cpu");
+    stream_chain(ac, zc, qc, outc, midc, x, g, big, &w, m, n, n_big);
+    use("cuda");
+    kb_weight wd = w;
+    char err[512];
+    CHECKF(!kb_weight_upload(&wd, x, err, sizeof err), "%s", err);
+    float *a = kb_alloc(sizeof(float) * m * n), *z = kb_alloc(1024 * sizeof(float));
+    float *q = kb_alloc(sizeof(float) * n_big), *mid = kb_alloc(sizeof(float) * m * n);
+    CHECK(a && z && q && mid);
+    if (a && z && q && mid) {
+        kb_copy_to_device(a, x, sizeof(float) * m * n);
+        stream_chain(a, z, q, outg, mid, x, g, big, &wd, m, n, n_big);
+        double mx;
+        CHECKF(!bits_differ(a, ac, (size_t)m * n, &mx), "async chain: the normed rows differ (max %g)", mx);
+        CHECKF(!bits_differ(mid, midc, (size_t)m * n, &mx), "async chain: the queued device copy differs (max %g)", mx);
+        CHECKF(!bits_differ(z, zc, 1024, &mx), "async chain: 601 staged adds differ (max %g)", mx);
+        CHECKF(!bits_differ(q, qc, (size_t)n_big, &mx), "async chain: the staging overflow differs (max %g)", mx);
+        CHECKF(!bits_differ(outg, outc, (size_t)m * 40, &mx), "async chain: the host logits differ (max %g)", mx);
+    }
+    kb_free(a); kb_free(z); kb_free(q); kb_free(mid);
+    kb_weight_release(&wd);
+    use("cpu");
+    free((void *)w.data);
+    free(x); free(g); free(big); free(ac); free(zc); free(qc); free(midc); free(outc); free(outg);
+    printf("stream order: a queued chain (ring wrapped, overflowed, regrown), a device copy, kb_wait: the CPU's bits\n");
+}
+
 /* ---- the engine on the fixture ---------------------------------------------------------- */
 
 static int make_engine(gen_engine **e, const char *dev) {
@@ -420,6 +489,19 @@ static int prefill_logits(gen_engine *e, const int *toks, int n, float *logits) 
     kv_seq_free(e->kv, seq);
     free(rows);
     return rc;
+}
+
+/* With bit-identical logits the drafters see the same inputs on both
+ * devices, so they must draft, and get accepted, exactly the same: a
+ * drafter reading a stale buffer on the device would still be lossless
+ * (verification catches it) but would draft differently. */
+static void same_drafts(const char *label, const spec_counters *kc, const spec_counters *kg, int n) {
+    int same = 1;
+    for (int i = 0; i < n; i++)
+        same &= kc[i].drafts == kg[i].drafts && kc[i].drafted_tokens == kg[i].drafted_tokens &&
+                kc[i].accepted_tokens == kg[i].accepted_tokens;
+    CHECKF(same, "%s: the CUDA drafter drafted or was accepted differently from the CPU's", label);
+    if (same) printf("%s: every depth drafted and accepted exactly as on the CPU\n", label);
 }
 
 static void test_engine(void) {
@@ -491,25 +573,46 @@ static void test_engine(void) {
                          {"cuda dspark", {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"),
                                           .max_seqs = 8, .quiet = 1}, 0}};
     for (int c = 0; c < 3; c++) {
-        long tokens = ll_check(eg, &cfgs[c], prompts, lens, depths, 3, batches, 2);
+        spec_counters kc[3], kg[3];
+        char label[64];
+        snprintf(label, sizeof label, "cpu%s", cfgs[c].label + 4);
+        ll_config cc = cfgs[c];
+        cc.label = label;
+        use("cpu");
+        ll_check_counts(ec, &cc, prompts, lens, depths, 3, batches, 2, kc);
+        use("cuda");
+        long tokens = ll_check_counts(eg, &cfgs[c], prompts, lens, depths, 3, batches, 2, kg);
         printf("%s: %ld tokens compared, spec on = spec off\n", cfgs[c].label, tokens);
         CHECKF(tokens >= 1000, "%s: only %ld tokens compared", cfgs[c].label, tokens);
+        if (identical) same_drafts(cfgs[c].label, kc, kg, 3);
     }
     /* MTP: its module's weights come from the target's checkpoint, uploaded
      * through model_bind_matrix like the target's own */
-    gen_engine *em = NULL;
+    gen_engine *em = NULL, *emc = NULL;
     char merr[1024];
     gen_engine_opts mo = {.model_dir = tu_path("tests/fixtures/qwen3-tied-mtp"), .max_seqs = 8, .max_batch_rows = 320,
                           .max_seq_len = 512};
-    if (gen_engine_create(&em, &mo, merr, sizeof merr)) {
-        CHECKF(0, "cuda engine on qwen3-tied-mtp: %s", merr);
+    use("cpu");
+    int mrc = gen_engine_create(&emc, &mo, merr, sizeof merr);
+    use("cuda");
+    if (mrc || gen_engine_create(&em, &mo, merr, sizeof merr)) {
+        CHECKF(0, "engine on qwen3-tied-mtp: %s", merr);
     } else {
-        ll_config mtp = {"cuda mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0};
-        long tokens = ll_check(em, &mtp, prompts, lens, depths, 3, batches, 2);
+        ll_config mtp = {"cuda mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}, mtpc = mtp;
+        mtpc.label = "cpu mtp";
+        spec_counters kc[3], kg[3];
+        use("cpu");
+        ll_check_counts(emc, &mtpc, prompts, lens, depths, 3, batches, 2, kc);
+        use("cuda");
+        long tokens = ll_check_counts(em, &mtp, prompts, lens, depths, 3, batches, 2, kg);
         printf("%s: %ld tokens compared, spec on = spec off\n", mtp.label, tokens);
         CHECKF(tokens >= 1000, "%s: only %ld tokens compared", mtp.label, tokens);
-        gen_engine_free(em);
+        if (identical) same_drafts(mtp.label, kc, kg, 3);
     }
+    gen_engine_free(em);
+    use("cpu");
+    gen_engine_free(emc);
+    use("cuda");
     free(lc);
     free(lg);
     use("cpu");
@@ -527,6 +630,7 @@ int main(void) {
     if (kb_set_cpu_path(kb_cpu_path_supported("avx2") ? "avx2" : "scalar")) CHECK(0);
     printf("CPU reference path: %s\n", kb_cpu_path());
     test_memory();
+    test_stream_order();   /* first: the staging ring is still at its first size */
     test_matmul();
     test_batch_invariance();
     test_cublas();

@@ -195,19 +195,26 @@ cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags) {
     (void)flags;
     return track(p, bytes, cudaMemoryTypeManaged);
 }
-cudaError_t cudaFree(void *p) {
-    emu_flush();   /* cudaFree waits for the device */
+static cudaError_t untrack(void *p, cudaMemoryType t, const char *fn) {
+    emu_flush();   /* cudaFree and cudaFreeHost wait for the device */
     if (!p) return cudaSuccess;
     auto it = g_mem.find((uintptr_t)p);
-    if (it == g_mem.end()) {
-        fprintf(stderr, "cuda_emu: cudaFree of a pointer it did not allocate\n");
+    if (it == g_mem.end() || (it->second.type == cudaMemoryTypeHost) != (t == cudaMemoryTypeHost)) {
+        fprintf(stderr, "cuda_emu: %s of a pointer it did not allocate that way\n", fn);
         abort();
     }
-    g_used -= it->second.bytes;
+    if (t != cudaMemoryTypeHost) g_used -= it->second.bytes;
     g_mem.erase(it);
     free(p);
     return cudaSuccess;
 }
+cudaError_t cudaFree(void *p) { return untrack(p, cudaMemoryTypeDevice, "cudaFree"); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    cudaError_t e = track(p, bytes, cudaMemoryTypeHost);
+    if (e == cudaSuccess) g_used -= bytes;   /* pinned host memory is not the device's */
+    return e;
+}
+cudaError_t cudaFreeHost(void *p) { return untrack(p, cudaMemoryTypeHost, "cudaFreeHost"); }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k) {
     (void)k;
     emu_flush();   /* after the queued work, and the host waits (see emu.h) */
@@ -218,6 +225,25 @@ cudaError_t cudaMemset(void *d, int v, size_t bytes) {
     emu_enqueue([d, v, bytes] { memset(d, v, bytes); });   /* stream-ordered, the host does not wait */
     return cudaSuccess;
 }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t bytes, cudaStream_t) { return cudaMemset(d, v, bytes); }
+static int pageable(const void *p) {
+    cudaPointerAttributes a;
+    cudaPointerGetAttributes(&a, p);
+    return a.type == cudaMemoryTypeUnregistered;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k, cudaStream_t) {
+    if (pageable(d)) return cudaMemcpy(d, s, bytes, k);   /* into pageable memory the call waits */
+    if (pageable(s)) {                                    /* the driver takes the bytes now */
+        std::vector<char> b((const char *)s, (const char *)s + bytes);
+        emu_enqueue([d, b] { memcpy(d, b.data(), b.size()); });
+        return cudaSuccess;
+    }
+    emu_enqueue([d, s, bytes] { memmove(d, s, bytes); });   /* read when it runs */
+    return cudaSuccess;
+}
+static char g_stream_tag;
+cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)&g_stream_tag; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { emu_flush(); return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { emu_flush(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
@@ -272,6 +298,7 @@ static float load_as(const void *p, size_t i, cudaDataType t) {
 }
 
 static cublasStatus_t ref_create(cublasHandle_t *h) { *h = (cublasHandle_t)&g_used; return CUBLAS_STATUS_SUCCESS; }
+static cublasStatus_t ref_set_stream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 
 /* column-major C[m, n] = op(A)[m, k] · op(B)[k, n], f32 accumulation in increasing k */
 static cublasStatus_t ref_gemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -302,6 +329,7 @@ extern "C" void *emu_dlopen(const char *name, int mode) {
 extern "C" void *emu_dlsym(void *h, const char *name) {
     (void)h;
     if (!strcmp(name, "cublasCreate_v2")) return (void *)ref_create;
+    if (!strcmp(name, "cublasSetStream_v2")) return (void *)ref_set_stream;
     if (!strcmp(name, "cublasGemmEx")) return (void *)ref_gemm;
     return NULL;
 }

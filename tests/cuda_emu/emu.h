@@ -12,13 +12,18 @@
  * pointers (cudaPointerGetAttributes), so the backend's staging of host
  * arguments runs as it would on a GPU.
  *
- * Stream order (SPECBED_EMU_DEFER=1): launches, cuBLAS calls and memsets
- * are queued, as a GPU queues them, and run only at what makes the host
- * wait on a real device: cudaDeviceSynchronize, cudaMemcpy, cudaFree. A
- * host read of a kernel's result, or a host write to memory a queued
- * kernel reads, that is not behind such a wait then sees (or changes) the
- * data too early, and the comparisons against the CPU fail: the
- * emulator's one window on missing synchronisation. It is more lenient
+ * Stream order (SPECBED_EMU_DEFER=1): launches, cuBLAS calls, memsets and
+ * cudaMemcpyAsync are queued, as a GPU queues them (one queue: the
+ * backend uses one stream), and run only at what makes the host wait on a
+ * real device: cudaDeviceSynchronize, cudaStreamSynchronize, cudaMemcpy,
+ * cudaFree, cudaFreeHost. A queued copy reads its source when it runs, as
+ * a DMA from pinned memory does; only a copy from pageable host memory
+ * takes its bytes at the call (the driver stages them), and one into
+ * pageable host memory waits. A host read of a kernel's result, or a host
+ * write to memory a queued kernel or copy reads (a pinned staging byte
+ * rewritten too soon), that is not behind such a wait then sees (or
+ * changes) the data too early, and the comparisons against the CPU fail:
+ * the emulator's one window on missing synchronisation. It is more lenient
  * than a GPU in one way: a device-to-device cudaMemcpy waits here too.
  *
  * What it cannot show: the GPU's own arithmetic (the host's IEEE fma, add,
@@ -105,6 +110,7 @@ enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cu
 struct cudaPointerAttributes { enum cudaMemoryType type; int device; void *devicePointer, *hostPointer; };
 struct cudaDeviceProp { char name[256]; int major, minor, managedMemory; };
 #define cudaMemAttachGlobal 1
+typedef struct emu_stream *cudaStream_t;   /* one queue stands for every stream */
 
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
@@ -115,6 +121,12 @@ cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags = cudaMemAt
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k);
 cudaError_t cudaMemset(void *d, int v, size_t bytes);
+cudaError_t cudaMemsetAsync(void *d, int v, size_t bytes, cudaStream_t s);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
