@@ -185,7 +185,10 @@ static int check_pass(const draft_stack *s, const draft_pass *p, char *err, size
 
 int draft_stack_run(draft_stack *s, const draft_pass *p, char *err, size_t errlen) {
     if (check_pass(s, p, err, errlen)) return -1;
-    if (s->link && tp_draft_pass(s->link, s->id, s->kv, p, s->H, err, errlen)) return -1;
+    if (s->link) {
+        kb_wait();   /* the other ranks are sent the pass's inputs, read on the host */
+        if (tp_draft_pass(s->link, s->id, s->kv, p, s->H, err, errlen)) return -1;
+    }
     compute(s, p);
     return 0;
 }

@@ -87,14 +87,17 @@ int model_bind_matrix(kb_weight *w, const st_model *st, const char *name, int ro
     return 0;
 }
 
-/* *out is malloc'd; the caller frees it (layer_weights_free / model_free). */
+/* *out is kb_alloc'd, so that under a device backend the kernels read the
+ * vector where it is (managed memory: nothing staged per call, a step of
+ * what CUDA graphs need); the caller frees it with kb_free
+ * (layer_weights_free / model_free). */
 int model_copy_vector(float **out, const st_model *st, const char *name, int n,
                       char *err, size_t errlen) {
     *out = NULL;
     const int64_t want[1] = { n };
     const st_tensor *t;
     if (find_shaped(&t, st, name, want, 1, err, errlen)) return -1;
-    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    float *v = kb_alloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return errf(err, errlen, "%s: out of memory copying tensor '%s'", t->file, name);
     kb_to_f32(v, t->data, t->dt, (size_t)n);
     *out = v;
@@ -105,13 +108,13 @@ void layer_weights_free(layer_weights *lw) {
     if (!lw) return;
     kb_weight *mats[7] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
     for (int i = 0; i < 7; i++) kb_weight_release(mats[i]);   /* device copies (cuda only) */
-    free(lw->attn_norm);
-    free(lw->mlp_norm);
-    free(lw->q_norm);
-    free(lw->k_norm);
-    free(lw->bq);
-    free(lw->bk);
-    free(lw->bv);
+    kb_free(lw->attn_norm);
+    kb_free(lw->mlp_norm);
+    kb_free(lw->q_norm);
+    kb_free(lw->k_norm);
+    kb_free(lw->bq);
+    kb_free(lw->bk);
+    kb_free(lw->bv);
     memset(lw, 0, sizeof *lw);
 }
 
@@ -152,7 +155,7 @@ void model_free(model *m) {
     if (m->layers)
         for (int l = 0; l < m->cfg.n_layers; l++) layer_weights_free(&m->layers[l]);
     free(m->layers);
-    free(m->final_norm);
+    kb_free(m->final_norm);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     /* device copies (cuda only): the embedding, lm_head unless it is the

@@ -78,7 +78,9 @@ int  layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefi
                         const model_config *cfg, char *err, size_t errlen);
 void layer_weights_free(layer_weights *lw);
 
-/* Binds a 2-D weight after checking its shape; copies a 1-D tensor to f32. */
+/* Binds a 2-D weight after checking its shape; copies a 1-D tensor to f32
+ * (into kb_alloc'd memory, so device kernels read it in place: free it with
+ * kb_free). */
 int  model_bind_matrix(kb_weight *w, const st_model *st, const char *name, int rows, int cols,
                        char *err, size_t errlen);
 int  model_copy_vector(float **out, const st_model *st, const char *name, int n,

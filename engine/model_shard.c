@@ -42,13 +42,14 @@ static int cols_of(void ***owned, int *n_owned, kb_weight *out, const kb_weight 
     return 0;
 }
 
-/* Elements [i0, i0+n) of a malloc'd f32 vector, replacing it. */
+/* Elements [i0, i0+n) of a kb_alloc'd f32 vector (model_copy_vector),
+ * replacing it. */
 static int slice_vec(float **v, int i0, int n) {
     if (!*v) return 0;
-    float *s = malloc((size_t)n * sizeof *s);
+    float *s = kb_alloc((size_t)n * sizeof *s);
     if (!s) return -1;
     memcpy(s, *v + i0, (size_t)n * sizeof *s);
-    free(*v);
+    kb_free(*v);
     *v = s;
     return 0;
 }

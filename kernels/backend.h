@@ -77,6 +77,10 @@ const char *kb_device(void);   /* "cpu" or "cuda" */
 void kb_async_begin(void);
 void kb_async_end(void);
 void kb_wait(void);
+/* How many times the host has waited for the device so far (every
+ * synchronising call, kb_wait and region end included): a forward that
+ * keeps its kernels in stream order waits once, for its logits. 0 on cpu. */
+long kb_device_waits(void);
 
 /* CUDA matmul mode. "invariant" (the default): each output element has one
  * fixed reduction order that depends on cols only — batch-invariant in m
@@ -116,9 +120,9 @@ void kb_weight_release_owner(const void *owner);
 void *kb_alloc(size_t bytes);               /* zeroed; NULL on failure */
 void  kb_free(void *p);
 /* Copies between any two of host, kb_alloc'd and device memory (the names
- * say where dst is). Inside an async region a copy between device buffers
- * is queued like a kernel; any other waits and returns with the bytes in
- * place. */
+ * say where dst is). Inside an async region a copy into device memory is
+ * queued like a kernel (a host source is staged: it may be reused on
+ * return); a copy into host memory waits and returns with the bytes. */
 void  kb_copy_to_device(void *dst, const void *src, size_t bytes);
 void  kb_copy_to_host(void *dst, const void *src, size_t bytes);
 /* dst[i][0..row_floats) = src[i, 0..row_floats) for i < n: a forward's rows

@@ -181,9 +181,17 @@ static int g_n_outs;
 static void *g_scratch[CU_SCRATCH_N];
 static size_t g_scratch_cap[CU_SCRATCH_N];
 
-/* Waits for everything queued; the ring's bytes are free again. */
+static long g_waits;    /* backend.h kb_device_waits */
+static int g_pending;   /* something was queued since the last wait */
+
+/* Waits for everything queued (if anything is); the ring's bytes are free
+ * again. */
 static void wait_stream(const char *what) {
-    cu_check(cudaStreamSynchronize(g_stream), what);
+    if (g_pending) {
+        cu_check(cudaStreamSynchronize(g_stream), what);
+        g_waits++;
+        g_pending = 0;
+    }
     g_ring_used = 0;
 }
 
@@ -237,6 +245,7 @@ static char *stage_copy_in(const void *p, size_t bytes, char **pin) {
     char *d = stage_take(bytes, pin);
     memcpy(*pin, p, bytes);
     cu_check(cudaMemcpyAsync(d, *pin, bytes, cudaMemcpyHostToDevice, g_stream), "staging a host argument");
+    g_pending = 1;
     return d;
 }
 
@@ -272,6 +281,7 @@ void *cu_scratch(int slot, size_t bytes) {
 
 void cu_end(const char *what) {
     cu_check(cudaGetLastError(), what);   /* the launch */
+    g_pending = 1;
     /* host results: through the pinned side of their staging, after the kernel */
     for (int i = 0; i < g_n_outs; i++)
         cu_check(cudaMemcpyAsync(g_outs[i].pin, g_outs[i].dev, g_outs[i].bytes, cudaMemcpyDeviceToHost, g_stream),
@@ -307,18 +317,29 @@ static void cu_wait(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
-/* In an async region a copy between device (or managed) buffers is queued
- * like a kernel; any other copy waits for the stream first and returns with
- * the bytes in place, as outside a region. */
+static long cu_waits(void) {
+    pthread_mutex_lock(&g_lock);
+    long n = g_waits;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+/* Into device (or managed) memory a copy is a bracket like a kernel's: a
+ * host source is staged through the ring, then one device-to-device copy
+ * is queued (waited for outside a region). Into host memory the host waits
+ * for the stream and copies. */
 static void cu_copy(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
-    pthread_mutex_lock(&g_lock);
-    if (g_async && cu_on_device(dst) && cu_on_device(src)) {
-        cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_stream), "kb_copy");
-    } else {
-        wait_stream("kb_copy");
-        cu_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "kb_copy");
+    if (cu_on_device(dst)) {
+        cu_begin();
+        const void *s = cu_in(src, bytes);
+        cu_check(cudaMemcpyAsync(dst, s, bytes, cudaMemcpyDeviceToDevice, g_stream), "kb_copy");
+        cu_end("kb_copy");
+        return;
     }
+    pthread_mutex_lock(&g_lock);
+    wait_stream("kb_copy");
+    cu_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "kb_copy");
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -329,7 +350,7 @@ __global__ void probe_kernel(int *flag) { *flag = 42; }
 static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
     cuda_weight_row, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
-    cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait,
+    cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait, cu_waits,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {

@@ -58,6 +58,7 @@ void kb_async_end(void) {
 void kb_wait(void) {
     if (kb_dev_active) kb_dev_active->wait();
 }
+long kb_device_waits(void) { return kb_dev_cuda ? kb_dev_cuda->waits() : 0; }
 
 int kb_set_cuda_matmul(const char *mode) {
     if (!kb_dev_cuda) return -1;

@@ -43,6 +43,7 @@ typedef struct {
     void  (*async_begin)(void);
     void  (*async_end)(void);
     void  (*wait)(void);
+    long  (*waits)(void);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

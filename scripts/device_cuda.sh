@@ -8,8 +8,12 @@
 #   3. `specbed generate --device cuda` with the MTP drafter, compared with
 #      the CPU's greedy output;
 #   4. bench_engine on models/tiny: the CPU, then --device cuda in both
-#      matmul modes (invariant, cublas): prefill and decode tokens/s and the
-#      verify cost curve for rows 1–16 at batch 1, 4 and 16.
+#      matmul modes (invariant, cublas): prefill and decode tokens/s, host
+#      waits per decode step, and the verify cost curve for rows 1–16 at
+#      batch 1, 4 and 16 (the 8-row / 1-row ratio printed);
+#   5. bench_spec --device cuda (invariant): every drafter at depths 1–8 on
+#      code and prose, speed-up vs speculation off paired in one run, greedy
+#      output checked against speculation off.
 # Logs and CSV go to $OUT when it is set (the device tool brings them back),
 # else to results/device-cuda/<UTC time>/. Exit status: 0 when every step
 # passed.
@@ -145,7 +149,7 @@ rm -f "$B/CMakeCache.txt"   # the library choice above, not a cached one from an
 BLOG="$R/build.log"
 step "configure" 90 "$BLOG" cmake -S "$ROOT" -B "$B" "${CMAKE_ARGS[@]}" || { say "see $BLOG"; tail -30 "$BLOG"; exit 1; }
 step "build (specbed, bench_engine, gpu tests)" 240 "$BLOG" \
-  cmake --build "$B" -j"$(nproc)" --target specbed bench_engine test_cuda || { tail -40 "$BLOG"; exit 1; }
+  cmake --build "$B" -j"$(nproc)" --target specbed bench_engine bench_spec test_cuda || { tail -40 "$BLOG"; exit 1; }
 CUOBJDUMP=$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")
 [ -x "$CUOBJDUMP" ] && "$CUOBJDUMP" --list-elf "$B/specbed" 2>&1 | sed 's/^/cuda code in specbed: /' | tee -a "$SUMMARY"
 
@@ -182,14 +186,29 @@ step "bench_engine cuda (invariant)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MA
 step "bench_engine cuda (cublas)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=cublas \
   "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_cublas.csv"
 
+# ---- bench_spec: every drafter × depth on CUDA (invariant: greedy spec-on = spec-off) ----
+SPEC="$R/bench_spec.txt"
+step "bench_spec cuda (invariant)" 150 "$SPEC" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=invariant \
+  "$B/bench_spec" --model "$ROOT/models/tiny" --draft-model "$ROOT/models/tiny-draft" \
+  --dspark-model "$ROOT/models/tiny-dspark" --drafters ngram,draft,mtp,dspark --workloads code,prose \
+  --num-prompts 4 --max-tokens 80 --depths 1-8 --device cuda --out "$R/spec_cuda_invariant.csv"
+
 echo
 cat "$BENCH"
 echo
+cat "$SPEC" 2>/dev/null
+echo
 for f in engine_cpu engine_cuda_invariant engine_cuda_cublas; do
   [ -f "$R/$f.csv" ] || continue
-  p=$(tr -d '"' < "$R/$f.csv" | awk -F, '$1=="prefill_tokens_per_s" {print $4}')
-  d=$(tr -d '"' < "$R/$f.csv" | awk -F, '$1=="decode_tokens_per_s" {print $4}')
-  say "$(printf '%-24s prefill %10.1f tok/s   decode %9.1f tok/s' "$f" "${p:-0}" "${d:-0}")"
+  c=$(tr -d '"' < "$R/$f.csv")
+  p=$(awk -F, '$1=="prefill_tokens_per_s" {print $4}' <<< "$c")
+  d=$(awk -F, '$1=="decode_tokens_per_s" {print $4}' <<< "$c")
+  w=$(awk -F, '$1=="device_waits_per_decode" {print $4}' <<< "$c")
+  r1=$(awk -F, '$1=="forward_ms" && $2==1 && $3==1 {print $4}' <<< "$c")
+  r8=$(awk -F, '$1=="forward_ms" && $2==1 && $3==8 {print $4}' <<< "$c")
+  ratio=$(awk -v a="${r8:-0}" -v b="${r1:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+  say "$(printf '%-24s prefill %10.1f tok/s   decode %9.1f tok/s   verify 8 rows / 1 row (batch 1) %s   waits/step %s' \
+    "$f" "${p:-0}" "${d:-0}" "$ratio" "${w:-?}")"
 done
 say "results in $R ($(( $(date +%s) - T0 )) s in all)"
 [ $FAILED -eq 0 ] && say "device_cuda: every step passed" || say "device_cuda: SOME STEPS FAILED"

@@ -67,15 +67,18 @@ static int feed_context(ds_state *s, spec_proposal *reqs, int n, char *err, size
     for (int r = 0; r < n; r++) s->done[r] = 0;
     for (;;) {
         int nr = 0;
+        kb_async_begin();   /* one region per chunk (backend.h): the host reads nothing of it */
         for (int r = 0; r < n && nr < s->max_rows; r++) {
             int slot = reqs[r].slot, left = s->pend[slot].n - s->done[r];
             if (left <= 0) continue;
             int chunk = left < s->max_rows - nr ? left : s->max_rows - nr;
-            if (kv_append(s->kv, s->kv_seq[slot], chunk))
+            if (kv_append(s->kv, s->kv_seq[slot], chunk)) {
+                kb_async_end();
                 return errf(err, el, "dspark: slot %d cannot grow to %d positions (KV pool full or context limit)",
                             slot, s->n_ctx[slot] + chunk);
-            memcpy(s->taps + (size_t)nr * s->TH, rq_row(&s->pend[slot], s->done[r]),
-                   sizeof(float) * (size_t)chunk * s->TH);
+            }
+            kb_copy_to_device(s->taps + (size_t)nr * s->TH, rq_row(&s->pend[slot], s->done[r]),
+                              sizeof(float) * (size_t)chunk * s->TH);
             for (int i = 0; i < chunk; i++, nr++) {
                 s->seq[nr] = s->kv_seq[slot];
                 s->pos[nr] = s->n_ctx[slot] + i;
@@ -83,12 +86,17 @@ static int feed_context(ds_state *s, spec_proposal *reqs, int n, char *err, size
             s->done[r] += chunk;
             s->n_ctx[slot] += chunk;
         }
+        int rc = 0;
+        if (nr) {
+            kb_matmul(s->x, s->taps, &c->fc, nr);
+            kb_rmsnorm(s->x, s->x, c->hidden_norm, nr, s->H, c->cfg.rms_norm_eps);
+            draft_pass p = {.n = nr, .seq = s->seq, .pos = s->pos, .n_kv = c->cfg.n_layers,
+                            .kv_layers = s->all_layers, .kv_x = s->x, .kv_shared = 1};
+            rc = draft_stack_run(s->st, &p, err, el);
+        }
+        kb_async_end();
         if (!nr) break;
-        kb_matmul(s->x, s->taps, &c->fc, nr);
-        kb_rmsnorm(s->x, s->x, c->hidden_norm, nr, s->H, c->cfg.rms_norm_eps);
-        draft_pass p = {.n = nr, .seq = s->seq, .pos = s->pos, .n_kv = c->cfg.n_layers, .kv_layers = s->all_layers,
-                        .kv_x = s->x, .kv_shared = 1};
-        if (draft_stack_run(s->st, &p, err, el)) return -1;
+        if (rc) return -1;
     }
     for (int r = 0; r < n; r++) s->pend[reqs[r].slot].n = 0;
     return 0;
@@ -162,13 +170,16 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
         int r0 = 0, any = 0;
         while (r0 < n) {
             int nr = 0, r1 = r0;
+            kb_async_begin();   /* the block's embeddings and pass; the heads read its results after the end */
             for (; r1 < n && nr + G <= s->max_rows; r1++) {
                 spec_proposal *p = &reqs[r1];
                 if (p->k != b * G || !spec_wants_more(p)) continue;   /* a chained block only if the policy wants more */
                 int slot = p->slot, a = p->n_tokens - 1, first = a + b * G;
-                if (kv_append(s->kv, s->kv_seq[slot], G))
+                if (kv_append(s->kv, s->kv_seq[slot], G)) {
+                    kb_async_end();
                     return errf(err, el, "dspark: slot %d cannot grow to %d positions (KV pool full or context limit)",
                                 slot, first + G);
+                }
                 for (int i = 0; i < G; i++, nr++) {
                     int tok = i ? c->mask_token_id : (b ? p->draft[p->k - 1] : p->tokens[a]);
                     kb_weight_row(s->x + (size_t)nr * H, &c->embed, tok);
@@ -178,7 +189,9 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
                     s->req_of_row[nr] = r1;
                 }
             }
-            if (nr) {
+            if (!nr) {
+                kb_async_end();
+            } else {
                 any = 1;
                 /* base logits only for the slots that become drafts */
                 int nl = 0;
@@ -190,7 +203,9 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
                 draft_pass dp = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = s->nctx, .l0 = 0,
                                  .l1 = c->cfg.n_layers, .x = s->x, .normed = s->hn, .n_logit = nl,
                                  .logit_rows = s->lrows, .logits = s->logits};
-                if (draft_stack_run(s->st, &dp, err, el)) return -1;
+                int rc = draft_stack_run(s->st, &dp, err, el);
+                kb_async_end();
+                if (rc) return -1;
                 nl = 0;
                 for (int row = 0; row < nr; row += G) {
                     int r = s->req_of_row[row];

@@ -49,6 +49,7 @@ typedef struct {
     /* rows of one module pass, max_rows each */
     float *e, *h;             /* the rows' inputs: Emb(token), hidden; every module reads them */
     float *en, *hn, *cat;     /* one module's enorm(e), hnorm(h) and [en; hn] ([R, 2H]) */
+    float **cat_dst;          /* [R] row destinations in cat (kb_scatter_rows) */
     float *x, *xn;            /* eh_proj output / block output; [n_mod - 1, R, H] input_layernorm(x) of the
                                  K/V-only modules */
     float *g, *logits;        /* logits [max_rows, NV] */
@@ -88,9 +89,9 @@ static void mtp_fuse(mtp_state *s, const mtp_module *md, int nr) {
     const float eps = s->m->cfg.rms_norm_eps;
     kb_rmsnorm(s->en, s->e, md->enorm, nr, H, eps);
     kb_rmsnorm(s->hn, s->h, md->hnorm, nr, H, eps);
-    for (int i = 0; i < nr; i++) {
-        memcpy(s->cat + (size_t)i * 2 * H, s->en + (size_t)i * H, sizeof(float) * (size_t)H);
-        memcpy(s->cat + (size_t)i * 2 * H + H, s->hn + (size_t)i * H, sizeof(float) * (size_t)H);
+    for (int half = 0; half < 2; half++) {   /* on the device: the pass stays in stream order */
+        for (int i = 0; i < nr; i++) s->cat_dst[i] = s->cat + (size_t)i * 2 * H + (size_t)half * H;
+        kb_scatter_rows(s->cat_dst, half ? s->hn : s->en, nr, H);
     }
     kb_matmul(s->x, s->cat, &md->eh, nr);
 }
@@ -164,21 +165,28 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
     /* 1. Catch up on the true rows, in chunks of max_rows, through every
      *    module's KV layer; a request's last true row gives its first draft
      *    (step 0: module 0). */
+    /* Each pass is one async region (backend.h): the rows' inputs, the
+     * fuses and the stack queued in stream order under a device backend;
+     * the host reads the logits and g only after its end. */
     for (;;) {
         int nr = 0;
+        kb_async_begin();
         for (int r = 0; r < n && nr < s->max_rows; r++) {
             spec_proposal *p = &reqs[r];
             int slot = p->slot, left = s->pend[slot].n - s->done[r];
             if (p->max_k <= 0 || left <= 0) continue;
             int chunk = left < s->max_rows - nr ? left : s->max_rows - nr;
             int row0 = s->n_true[slot];
-            if (kv_append(s->kv, s->kv_seq[slot], chunk))
+            if (kv_append(s->kv, s->kv_seq[slot], chunk)) {
+                kb_async_end();
                 return errf(err, el, "mtp: slot %d cannot grow to %d rows (KV pool full or context limit)", slot,
                             row0 + chunk);
+            }
             for (int i = 0; i < chunk; i++, nr++) {
                 int pos = row0 + i;
                 kb_weight_row(s->e + (size_t)nr * H, &s->m->embed, p->tokens[pos + 1]);
-                memcpy(s->h + (size_t)nr * H, rq_row(&s->pend[slot], s->done[r] + i), sizeof(float) * (size_t)H);
+                kb_copy_to_device(s->h + (size_t)nr * H, rq_row(&s->pend[slot], s->done[r] + i),
+                                  sizeof(float) * (size_t)H);
                 s->seq[nr] = s->kv_seq[slot];
                 s->pos[nr] = pos;
                 s->req_of_row[nr] = s->done[r] + i == s->pend[slot].n - 1 ? r : -1;
@@ -186,8 +194,10 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
             s->done[r] += chunk;
             s->n_true[slot] += chunk;
         }
+        int rc = nr ? mtp_pass(s, nr, 0, err, el) : 0;
+        kb_async_end();
         if (!nr) break;
-        if (mtp_pass(s, nr, 0, err, el) < 0) return -1;
+        if (rc < 0) return -1;
         for (int i = 0, lr = 0; i < nr; i++)
             if (s->req_of_row[i] >= 0) take_draft(s, reqs, s->req_of_row[i], i, lr++);
     }
@@ -198,21 +208,26 @@ static int mtp_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t
      *    module step mod n (vLLM's spec_step_idx % num_mtp_layers). */
     for (int step = 1; step < SPEC_MAX_DEPTH; step++) {
         int nr = 0;
+        kb_async_begin();
         for (int r = 0; r < n; r++) {
             spec_proposal *p = &reqs[r];
             if (p->k != step || !spec_wants_more(p)) continue;
             int slot = p->slot, pos = s->n_true[slot] - 1 + step;
-            if (kv_append(s->kv, s->kv_seq[slot], 1))
+            if (kv_append(s->kv, s->kv_seq[slot], 1)) {
+                kb_async_end();
                 return errf(err, el, "mtp: slot %d cannot grow to %d rows (KV pool full or context limit)", slot, pos + 1);
+            }
             kb_weight_row(s->e + (size_t)nr * H, &s->m->embed, p->draft[step - 1]);
-            memcpy(s->h + (size_t)nr * H, s->chain_h + (size_t)r * H, sizeof(float) * (size_t)H);
+            kb_copy_to_device(s->h + (size_t)nr * H, s->chain_h + (size_t)r * H, sizeof(float) * (size_t)H);
             s->seq[nr] = s->kv_seq[slot];
             s->pos[nr] = pos;
             s->req_of_row[nr] = r;
             nr++;
         }
+        int rc = nr ? mtp_pass(s, nr, step % s->n_mod, err, el) : 0;
+        kb_async_end();
         if (!nr) break;
-        if (mtp_pass(s, nr, step % s->n_mod, err, el) < 0) return -1;
+        if (rc < 0) return -1;
         for (int i = 0; i < nr; i++) take_draft(s, reqs, s->req_of_row[i], i, i);
     }
     /* Chained rows are never reused: the next proposal chains from new true rows. */
@@ -242,7 +257,7 @@ static void mtp_free(drafter *d) {
         if (s->mod)
             for (int j = 0; j < s->n_mod; j++) {
                 layer_weights_free(&s->mod[j].blk);
-                free(s->mod[j].enorm); free(s->mod[j].hnorm); free(s->mod[j].head_norm);
+                kb_free(s->mod[j].enorm); kb_free(s->mod[j].hnorm); kb_free(s->mod[j].head_norm);
             }
         free(s->mod);
         draft_vocab_free(&s->dv);   /* the gathered heads, after the modules stop using them */
@@ -250,7 +265,7 @@ static void mtp_free(drafter *d) {
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken);
         free(s->kv_seq); free(s->n_true);
-        kb_free(s->e); kb_free(s->h); kb_free(s->en); kb_free(s->hn); kb_free(s->cat);
+        kb_free(s->e); kb_free(s->h); kb_free(s->en); kb_free(s->hn); kb_free(s->cat); free(s->cat_dst);
         kb_free(s->x); kb_free(s->xn); kb_free(s->g); kb_free(s->logits); free(s->lrows); free(s->kv_layers);
         free(s->seq); free(s->pos); free(s->req_of_row); free(s->chain_h); free(s->done); free(s->probs);
         free(s);
@@ -379,6 +394,7 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, fwd_ctx
     s->en = kb_alloc(R * H * sizeof(float));
     s->hn = kb_alloc(R * H * sizeof(float));
     s->cat = kb_alloc(R * 2 * H * sizeof(float));
+    s->cat_dst = malloc(R * sizeof *s->cat_dst);
     s->x = kb_alloc(R * H * sizeof(float));
     s->xn = kb_alloc(R * H * (size_t)(s->n_mod > 1 ? s->n_mod - 1 : 1) * sizeof(float));
     s->g = kb_alloc(R * H * sizeof(float));
@@ -391,7 +407,7 @@ int drafter_mtp_create(drafter **out, const mtp_opts *o, const model *m, fwd_ctx
     s->chain_h = malloc(sizeof(float) * S * H);
     s->done = calloc(S, sizeof(int));
     s->probs = malloc(sizeof(float) * (size_t)s->NV);
-    if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->e || !s->h || !s->en || !s->hn || !s->cat ||
+    if (!s->kv_seq || !s->n_true || !s->pend || !s->broken || !s->e || !s->h || !s->en || !s->hn || !s->cat || !s->cat_dst ||
         !s->x || !s->xn || !s->g || !s->lrows || !s->kv_layers || !s->logits || !s->seq || !s->pos || !s->req_of_row ||
         !s->chain_h || !s->done || !s->probs) {
         errf(err, errlen, "mtp: out of memory");

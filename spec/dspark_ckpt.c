@@ -156,8 +156,8 @@ void dspark_ckpt_free(dspark_ckpt *c) {
     if (c->layers)
         for (int l = 0; l < c->cfg.n_layers; l++) layer_weights_free(&c->layers[l]);
     free(c->layers);
-    free(c->norm);
-    free(c->hidden_norm);
+    kb_free(c->norm);
+    kb_free(c->hidden_norm);
     kb_weight_release_owner(c->st);   /* the device copies of its own weights (--device cuda) */
     st_close(c->st);
     memset(c, 0, sizeof *c);
@@ -204,7 +204,7 @@ int dspark_ckpt_load(dspark_ckpt *c, const char *dir, const model *t, char *err,
             model_copy_vector(&b, c->st, "confidence_head.proj.bias", 1, err, el))
             goto fail;
         c->conf_b = b[0];
-        free(b);
+        kb_free(b);
     }
     /* with a draft vocabulary, lm_head.weight may be the reduced [N, H] */
     const st_tensor *lh = st_find(c->st, "lm_head.weight");

@@ -538,6 +538,26 @@ static void test_engine(void) {
         printf("fixture logits (300-token prefill): argmax equal at every row, max |d| %g, %ld of %ld bit-different\n",
                maxd, nd, (long)n * V);
     }
+    /* stream order: a decode step and a 4-row verify step each wait for the
+     * GPU once, for their logits (kb_device_waits counts every wait) */
+    if (!rc) {
+        char werr[512];
+        int seq = kv_seq_new(eg->kv), rows[4] = {0, 1, 2, 3};
+        fwd_span sp = {.seq = seq, .n = 20, .tokens = toks};
+        fwd_batch b = {.spans = &sp, .n_spans = 1};
+        CHECKF(!fwd_run(eg->fwd, eg->kv, &b, NULL, werr, sizeof werr), "fwd_run: %s", werr);
+        for (int r = 1; r <= 4; r += 3) {
+            sp = (fwd_span){.seq = seq, .n = r, .tokens = toks + 20};
+            fwd_out o = {.logit_rows = rows, .n_logit_rows = r, .logits = lg};
+            long w0 = kb_device_waits();
+            CHECKF(!fwd_run(eg->fwd, eg->kv, &b, &o, werr, sizeof werr), "fwd_run: %s", werr);
+            long dw = kb_device_waits() - w0;
+            CHECKF(dw == 1, "a %d-row forward waited for the GPU %ld times, not once", r, dw);
+            kv_truncate(eg->kv, seq, 20);
+        }
+        kv_seq_free(eg->kv, seq);
+        printf("stream order: a 1-row and a 4-row forward each wait for the GPU once\n");
+    }
     /* greedy generation: the CPU's tokens (equal logits, equal tokens) */
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];

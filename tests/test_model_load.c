@@ -270,7 +270,7 @@ static void test_parts(void) {
     CHECKF(v == NULL && strstr(err, "has shape [128, 64], config.json says [128]"), "%s", err);
     CHECK(model_copy_vector(&v, m->st, "model.norm.weight", 64, err, sizeof err) == 0);
     CHECK(v && v[0] == m->final_norm[0] && v[63] == m->final_norm[63]);
-    free(v);
+    kb_free(v);
     model_free(m);
     model_free(NULL);
 

@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     }
     kv_truncate(e->kv, seqs[0], ctx);
     const int batches[3] = {1, 4, 16};
-    double decode_tps = 0;
+    double decode_tps = 0, decode_waits = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
     for (int r = 1; r <= max_r; r++) {
         char h[16];
@@ -167,6 +167,7 @@ int main(int argc, char **argv) {
             }
             fwd_batch fb = {.spans = spans, .n_spans = B};
             fwd_out fo = {.logit_rows = logit_rows, .n_logit_rows = nl, .logits = logits};
+            long waits0 = kb_device_waits();
             for (int rep = 0; rep < reps; rep++) {
                 double t0 = gen_now();
                 if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
@@ -174,7 +175,10 @@ int main(int argc, char **argv) {
                 for (int b = 0; b < B; b++) kv_truncate(e->kv, seqs[b], ctx);
             }
             double ms = median(times, reps) * 1e3;
-            if (B == 1 && r == 1) decode_tps = 1e3 / ms;
+            if (B == 1 && r == 1) {
+                decode_tps = 1e3 / ms;
+                decode_waits = (double)(kb_device_waits() - waits0) / reps;
+            }
             printf(" %8.2f", ms);
             if (csv) {
                 csv_row row = {csv, 0};
@@ -192,17 +196,19 @@ int main(int argc, char **argv) {
     size_t wb = weight_bytes(e->m);
     double roof = gbs * 1e9 / (double)wb;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
+    /* a stream-ordered forward waits once, for its logits (backend.h) */
+    if (!strcmp(kb_device(), "cuda")) printf("host waits for the GPU per decode step: %.1f\n", decode_waits);
     printf("memory bandwidth (STREAM copy%s): %.1f GB/s\n",
            strcmp(kb_device(), "cuda") ? "" : " of host memory, not the GPU's: the roofline below is the CPU's", gbs);
     printf("weights read per decode token%s: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
            job.size > 1 ? " (rank 0's shard; each rank reads its own in parallel)" : "", wb / 1e6, roof,
            100.0 * decode_tps / roof);
     if (csv) {
-        const char *names[5] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
-                                "weight_mb_per_token", "roofline_tokens_per_s"};
-        double vals[5] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof};
-        const char *units[5] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s"};
-        for (int i = 0; i < 5; i++) {
+        const char *names[6] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
+                                "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode"};
+        double vals[6] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits};
+        const char *units[6] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits"};
+        for (int i = 0; i < 6; i++) {
             csv_row row = {csv, 0};
             csv_row_field(&row, names[i]);
             csv_row_field(&row, "1");
