@@ -262,7 +262,7 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
      * logits, in the caller's memory, are the one wait inside, and every
      * output is in place when fwd_run returns. */
     kb_async_begin();
-    for (int i = 0; i < n; i++) kb_weight_row(f->x + (size_t)i * H, &m->embed, f->tok[i]);
+    kb_weight_rows(f->x, &m->embed, f->tok, n);
 
     /* Causal: each row attends to its sequence up to its own position, which
      * includes the earlier rows of its own span. */

@@ -25,6 +25,8 @@ struct layer_scratch {
     float *hu;   /* [R, I]  up */
     int *nctx;   /* [R]     causal n_ctx when the caller gives none */
     float **kv_dst;   /* [2R]  the rows' K slots, then their V slots (kb_scatter_rows) */
+    kb_kv_view *views;   /* [R] one per span of the rows (kb_attention_spans) */
+    int *span_rows;      /* [R] */
     /* Attention scores: kb_attention_span's scratch for scores_cap positions
      * at scores_threads kernel threads. */
     float *scores;
@@ -71,6 +73,8 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
     s->hu = kb_alloc(R * I * sizeof(float));
     s->nctx = calloc(R, sizeof(int));
     s->kv_dst = malloc(2 * R * sizeof *s->kv_dst);
+    s->views = malloc(R * sizeof *s->views);
+    s->span_rows = malloc(R * sizeof *s->span_rows);
     s->rope_n = -1;
     if (!strcmp(kb_device(), "cpu")) {
         size_t half = (size_t)(c->head_dim / 2 > 0 ? c->head_dim / 2 : 1);
@@ -83,7 +87,7 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
         }
     }
     int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
-    if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx || !s->kv_dst ||
+    if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx || !s->kv_dst || !s->views || !s->span_rows ||
         alloc_scores(s, cap, kb_threads())) {
         layer_scratch_free(s);
         return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
@@ -99,6 +103,8 @@ void layer_scratch_free(layer_scratch *s) {
     kb_free(s->scores);
     free(s->nctx);
     free(s->kv_dst);
+    free(s->views);
+    free(s->span_rows);
     free(s->rope_cs); free(s->rope_sn); free(s->rope_pos);
     free(s);
 }
@@ -194,23 +200,27 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     /* Every row's K/V is in the cache before any row attends. Consecutive
      * rows of one sequence form a span: the kernel loads each K/V slot once
      * for all of them (and parallelises over kv heads × row chunks); each
-     * row's result is bit-identical to attending alone. */
-    for (int i0 = 0, i1; i0 < n; i0 = i1) {
-        if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
-            i1 = i0 + 1;
-            kb_kv_view view = kv_view(kv, l, r->seq[i0]);
-            int start = nctx[i0] - r->window;
+     * row's result is bit-identical to attending alone. All spans go in one
+     * call (one launch under a device backend). */
+    if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
+        for (int i = 0; i < n; i++) {
+            kb_kv_view view = kv_view(kv, l, r->seq[i]);
+            int start = nctx[i] - r->window;
             start = start > 0 ? start - start % view.page_size : 0;
             view.pages += start / view.page_size;
-            int nc = nctx[i0] - start;
-            kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, 1, &nc, nh, scale, s->scores,
+            int nc = nctx[i] - start;
+            kb_attention_span(s->att + (size_t)i * Q, s->q + (size_t)i * Q, &view, 1, &nc, nh, scale, s->scores,
                               s->scores_floats);
-            continue;
         }
-        for (i1 = i0 + 1; i1 < n && r->seq[i1] == r->seq[i0]; i1++) {}
-        kb_kv_view view = kv_view(kv, l, r->seq[i0]);
-        kb_attention_span(s->att + (size_t)i0 * Q, s->q + (size_t)i0 * Q, &view, i1 - i0, nctx + i0, nh, scale,
-                          s->scores, s->scores_floats);
+    } else {
+        int n_spans = 0;
+        for (int i0 = 0, i1; i0 < n; i0 = i1) {
+            for (i1 = i0 + 1; i1 < n && r->seq[i1] == r->seq[i0]; i1++) {}
+            s->views[n_spans] = kv_view(kv, l, r->seq[i0]);
+            s->span_rows[n_spans++] = i1 - i0;
+        }
+        kb_attention_spans(s->att, s->q, s->views, s->span_rows, n_spans, nctx, nh, scale, s->scores,
+                           s->scores_floats);
     }
     kb_matmul(s->xo, s->att, &w->wo, n);
     tp_sum(s, s->xo, (size_t)n * H);

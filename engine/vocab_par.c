@@ -28,8 +28,10 @@ void vp_logits(kb_comm *c, const kb_weight *part, int N, int width, const float 
 void vp_head_rows(kb_comm *c, const kb_weight *head, int N, int width, const float *normed, const int *logit_rows,
                   int n, int H, float *xl, float *lpart, float *lall, float *out) {
     if (n <= 0) return;
-    for (int i = 0; i < n; i++)
-        kb_copy_to_device(xl + (size_t)i * H, normed + (size_t)logit_rows[i] * H, (size_t)H * sizeof(float));
+    for (int i = 0, j; i < n; i = j) {   /* one copy per run of consecutive rows (often all of them) */
+        for (j = i + 1; j < n && logit_rows[j] == logit_rows[j - 1] + 1; j++) {}
+        kb_copy_to_device(xl + (size_t)i * H, normed + (size_t)logit_rows[i] * H, (size_t)(j - i) * H * sizeof(float));
+    }
     if (c) {
         kb_wait();
         vp_logits(c, head, N, width, xl, n, lpart, lall, out);

@@ -17,7 +17,7 @@ void vp_logits(kb_comm *c, const kb_weight *part, int N, int width, const float 
                float *lall, float *out);
 
 /* The logits of rows logit_rows[0..n) of normed[*, H]: gathered into
- * xl[n, H] with device copies, then out[n, N] ← xl · headᵀ: vp_logits with
+ * xl[n, H] with device copies (one per run of consecutive rows), then out[n, N] ← xl · headᵀ: vp_logits with
  * head = this rank's part when c is set (several ranks), one kb_matmul with
  * the full head otherwise. Inside an async region (backend.h) it waits
  * before the collective, which reads xl on the host. */

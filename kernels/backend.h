@@ -136,6 +136,9 @@ void  kb_scatter_rows(float *const dst[], const float *src, int n, int row_float
 void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n);
 /* Row r of w as f32 (embedding lookup): dst[w->cols]. */
 void kb_weight_row(float *dst, const kb_weight *w, int r);
+/* Rows rows[0..n) of w as f32, dst[n, w->cols] (a batch's embeddings; rows
+ * is host memory): n kb_weight_row calls, one launch on cuda. */
+void kb_weight_rows(float *dst, const kb_weight *w, const int *rows, int n);
 
 /* y[m, w->rows] = x[m, w->cols] · wᵀ. Batch-invariant in m. */
 void kb_matmul(float *y, const float *x, const kb_weight *w, int m);
@@ -194,5 +197,13 @@ void kb_attention_row(float *out, const float *q, const kb_kv_view *kv, int n_ct
 size_t kb_attention_span_scratch(int n_heads, int n_kv_heads, int max_ctx);
 void kb_attention_span(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx,
                        int n_heads, float scale, float *scratch, size_t scratch_floats);
+/* kb_attention_span over the spans of several sequences in one call (a
+ * batch's verify spans or decode rows): span s is the next span_rows[s]
+ * rows of q/out/n_ctx, over views[s] (every view of the same layer: the
+ * same k/v pools and geometry, its own page list). Each row's bits are
+ * kb_attention_span's. On cpu one kb_attention_span per span; on cuda one
+ * launch for the whole batch. */
+void kb_attention_spans(float *out, const float *q, const kb_kv_view *views, const int *span_rows, int n_spans,
+                        const int *n_ctx, int n_heads, float scale, float *scratch, size_t scratch_floats);
 
 #endif

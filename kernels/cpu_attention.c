@@ -363,6 +363,19 @@ static void span_item(void *vp, int c, int slot) {
           j->scratch + (size_t)slot * j->slot_floats, j->stride);
 }
 
+void kb_attention_spans(float *out, const float *q, const kb_kv_view *views, const int *span_rows, int n_spans,
+                        const int *n_ctx, int n_heads, float scale, float *scratch, size_t scratch_floats) {
+    if (n_spans <= 0) return;
+    if (kb_dev_active) {
+        kb_dev_active->attention_spans(out, q, views, span_rows, n_spans, n_ctx, n_heads, scale);
+        return;
+    }
+    const size_t Q = (size_t)n_heads * (size_t)views[0].head_dim;
+    for (int s = 0, r = 0; s < n_spans; r += span_rows[s++])
+        kb_attention_span(out + (size_t)r * Q, q + (size_t)r * Q, &views[s], span_rows[s], n_ctx + r, n_heads, scale,
+                          scratch, scratch_floats);
+}
+
 size_t kb_attention_span_scratch(int n_heads, int n_kv_heads, int max_ctx) {
     /* the CUDA kernel keeps its scores in device memory of its own; the
      * contract's minimum keeps the caller's (managed) buffer small */

@@ -96,9 +96,12 @@ void kb_to_f32(float *dst, const void *src, kb_dtype dt, size_t n) {
 
 /* On cuda w->data is device memory (kb_weight_upload): the CUDA backend
  * converts the row there. */
-void kb_weight_row(float *dst, const kb_weight *w, int r) {
-    if (kb_dev_active) { kb_dev_active->weight_row(dst, w, r); return; }
+void kb_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
+    if (kb_dev_active) { kb_dev_active->weight_rows(dst, w, rows, n); return; }
     size_t es = kb_dtype_size(w->dt);
-    const char *row = (const char *)w->data + (size_t)r * (size_t)w->cols * es;
-    kb_to_f32(dst, row, w->dt, (size_t)w->cols);
+    for (int i = 0; i < n; i++)
+        kb_to_f32(dst + (size_t)i * w->cols, (const char *)w->data + (size_t)rows[i] * (size_t)w->cols * es, w->dt,
+                  (size_t)w->cols);
 }
+
+void kb_weight_row(float *dst, const kb_weight *w, int r) { kb_weight_rows(dst, w, &r, 1); }

@@ -22,10 +22,15 @@
  * has waited for the stream (a pinned byte may be rewritten only after the
  * copy that reads it has run); when it fills up inside a region the call
  * waits, resets it and, if one call needs more than it holds, regrows it.
- * What CUDA graphs need beyond this: the step's index arrays written into
- * fixed device buffers that every kernel reads, norm vectors uploaded like
- * weights, one attention launch per ragged batch, and a graph per padded
- * row count, as vLLM and SGLang capture per batch size.
+ * Norm vectors and biases are kb_alloc'd at load (engine/model.c), so
+ * they are read in place. What CUDA graphs need beyond this (a captured
+ * launch keeps its arguments, so nothing may come from the ring): the
+ * step's index arrays (tokens, positions, KV slot pointers, page tables,
+ * n_ctx) written once per step into fixed device buffers that every kernel
+ * reads, the embedding gathered from device token ids, one attention launch
+ * per ragged batch with a fixed score stride, the logits into a fixed
+ * device buffer copied out after the replay, and a graph per padded row
+ * count, as vLLM and SGLang capture per batch size.
  * A CUDA error inside a compute call has no error return to go to
  * (backend.h's calls are void): it is printed and the process aborts.
  * One mutex serialises the calls (the staging ring and scratch are shared);
@@ -62,7 +67,9 @@ void cuda_swiglu(float *out, const float *gate, const float *up, int m, int n);
 void cuda_add(float *x, const float *y, int m, int n);
 void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx, int n_heads,
                     float scale);
-void cuda_weight_row(float *dst, const kb_weight *w, int r);
+void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, const int *span_rows, int n_spans,
+                          const int *n_ctx, int n_heads, float scale);
+void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n);
 void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats);
 
 /* A kernel launch, `CU_LAUNCH(kernel, grid, block)(args...)`; a template

@@ -12,7 +12,7 @@
  * of memory.
  *
  * Weights are plain device memory, never managed: the kernels read them on
- * every call and the host never does (kb_weight_row converts on the
+ * every call and the host never does (kb_weight_rows converts on the
  * device). kb_alloc'd activations and KV pages are managed because the
  * engine reads and writes them on the host between calls. */
 #include <pthread.h>
@@ -349,8 +349,8 @@ __global__ void probe_kernel(int *flag) { *flag = 42; }
 
 static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
-    cuda_weight_row, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
-    cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait, cu_waits,
+    cuda_weight_rows, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
+    cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait, cu_waits,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {

@@ -19,6 +19,7 @@
  * long row, and the price of the CPU's bits; a blocked order shared with
  * the CPU is the way to go faster without losing them. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda_internal.cuh"
 
@@ -158,21 +159,44 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
 
 /* ---- embedding rows ---------------------------------------------------------- */
 
-__global__ void weight_row_k(float *dst, const void *row, kb_dtype dt, int cols) {
+/* Row blockIdx.y of the batch: w's row rows[blockIdx.y]. */
+__global__ void weight_rows_k(float *dst, const void *w, const int *rows, kb_dtype dt, int cols) {
+    const size_t base = (size_t)rows[blockIdx.y] * (size_t)cols;
+    float *d = dst + (size_t)blockIdx.y * cols;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < cols; k += gridDim.x * blockDim.x) {
-        const uint16_t *h = (const uint16_t *)row;
-        dst[k] = dt == KB_BF16 ? cu_bf16(h[k]) : dt == KB_F16 ? cu_f16(h[k]) : ((const float *)row)[k];
+        const uint16_t *h = (const uint16_t *)w + base;
+        d[k] = dt == KB_BF16 ? cu_bf16(h[k]) : dt == KB_F16 ? cu_f16(h[k]) : ((const float *)w)[base + k];
     }
 }
 
-void cuda_weight_row(float *dst, const kb_weight *w, int r) {
-    if (w->cols <= 0) return;
-    const size_t es = kb_dtype_size(w->dt), row_bytes = (size_t)w->cols * es;
-    cu_begin();
-    const void *src = cu_in((const char *)w->data + (size_t)r * row_bytes, row_bytes);
-    float *d = (float *)cu_out(dst, (size_t)w->cols * sizeof(float), 0);
-    CU_LAUNCH(weight_row_k, grid_for((size_t)w->cols), 256)(d, src, w->dt, w->cols);
-    cu_end("weight_row");
+void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
+    if (w->cols <= 0 || n <= 0) return;
+    const size_t es = kb_dtype_size(w->dt);
+    if (!cu_on_device(w->data)) {   /* a weight never uploaded (tests): each row staged on its own */
+        for (int i = 0; i < n; i++) {
+            const size_t row_bytes = (size_t)w->cols * es;
+            kb_weight one = {.dt = w->dt, .data = (const char *)w->data + (size_t)rows[i] * row_bytes, .rows = 1,
+                             .cols = w->cols};
+            cu_begin();
+            const void *src = cu_in(one.data, row_bytes);
+            static const int zero = 0;
+            const int *dz = (const int *)cu_in(&zero, sizeof(int));
+            float *d = (float *)cu_out(dst + (size_t)i * w->cols, (size_t)w->cols * sizeof(float), 0);
+            CU_LAUNCH(weight_rows_k, dim3(grid_for((size_t)w->cols), 1), 256)(d, src, dz, w->dt, w->cols);
+            cu_end("weight_rows");
+        }
+        return;
+    }
+    unsigned gx = grid_for((size_t)w->cols);
+    gx = gx < 64 ? gx : 64;
+    for (int i0 = 0; i0 < n; i0 += 65535) {   /* gridDim.y's limit */
+        const int m = n - i0 < 65535 ? n - i0 : 65535;
+        cu_begin();
+        const int *drows = (const int *)cu_in(rows + i0, (size_t)m * sizeof(int));
+        float *d = (float *)cu_out(dst + (size_t)i0 * w->cols, (size_t)m * (size_t)w->cols * sizeof(float), 0);
+        CU_LAUNCH(weight_rows_k, dim3(gx, (unsigned)m), 256)(d, w->data, drows, w->dt, w->cols);
+        cu_end("weight_rows");
+    }
 }
 
 /* ---- attention ----------------------------------------------------------------
@@ -186,11 +210,12 @@ void cuda_weight_row(float *dst, const kb_weight *w, int r) {
  * The scores live in device scratch, [n_q · n_heads, max n_ctx]. A row's
  * work is the same whatever n_q, so kb_attention_row and every row of
  * kb_attention_span give identical bits, as on the CPU. */
-__global__ void attend_k(float *out, const float *q, const float *kp, const float *vp, const int *pages,
-                         const int *n_ctx, int page_size, int n_kv, int hd, int n_heads, float scale, float *sc,
-                         size_t sc_stride) {
+__global__ void attend_k(float *out, const float *q, const float *kp, const float *vp, const int *page_cat,
+                         const int *page_off, const int *n_ctx, int page_size, int n_kv, int hd, int n_heads,
+                         float scale, float *sc, size_t sc_stride) {
     const int b = blockIdx.x, r = b / n_heads, h = b % n_heads;
     const int n = n_ctx[r];
+    const int *pages = page_cat + page_off[r];   /* row r's sequence's page list */
     const int kvh = h / (n_heads / n_kv);
     const size_t slot = (size_t)n_kv * hd, page_stride = (size_t)page_size * slot, head_off = (size_t)kvh * hd;
     const float *qh = q + ((size_t)r * n_heads + h) * hd;
@@ -235,26 +260,72 @@ __global__ void attend_k(float *out, const float *q, const float *kp, const floa
     }
 }
 
-void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx, int n_heads,
-                    float scale) {
-    if (n_q <= 0 || n_heads <= 0) return;
+/* One launch over the rows of n_spans spans: span s is the next
+ * span_rows[s] rows over views[s]. The spans' page lists (as far as their
+ * rows reach) are laid end to end in one staged array and each row gets
+ * its list's offset. n_ctx and the page lists are host-readable
+ * (backend.h): the extent of what the kernel touches is found here. */
+static int *g_page_cat, *g_page_off;   /* host staging of the lists, grown; under the bracket's lock */
+static size_t g_page_cat_cap, g_page_off_cap;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    size_t c = need + need / 2 + 16;
+    void *q = realloc(p, c * elem);
+    if (!q) {
+        fprintf(stderr, "specbed: CUDA attention: out of host memory for %zu page entries\n", need);
+        abort();
+    }
+    *cap = c;
+    return q;
+}
+
+void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, const int *span_rows, int n_spans,
+                          const int *n_ctx, int n_heads, float scale) {
+    if (n_spans <= 0 || n_heads <= 0) return;
+    const kb_kv_view *kv = &views[0];
     const int hd = kv->head_dim, ps = kv->page_size, n_kv = kv->n_kv_heads;
     if (n_kv <= 0 || n_heads % n_kv) {
         fprintf(stderr, "specbed: CUDA attention: %d heads over %d kv heads\n", n_heads, n_kv);
         abort();
     }
-    /* n_ctx and the page list are host-readable (backend.h): the extent of
-     * what the kernel touches is found here */
-    int max_ctx = 1;
-    for (int i = 0; i < n_q; i++) max_ctx = n_ctx[i] > max_ctx ? n_ctx[i] : max_ctx;
-    const int n_pages = (max_ctx + ps - 1) / ps;
+    int n_q = 0, max_ctx = 1;
+    size_t n_cat = 0;
+    for (int s = 0; s < n_spans; s++) {
+        const kb_kv_view *v = &views[s];
+        if (v->k_pages != kv->k_pages || v->v_pages != kv->v_pages || v->page_size != ps || v->n_kv_heads != n_kv ||
+            v->head_dim != hd) {
+            fprintf(stderr, "specbed: CUDA attention: span %d's view is of another layer or geometry\n", s);
+            abort();
+        }
+        int span_ctx = 1;
+        for (int i = 0; i < span_rows[s]; i++) span_ctx = n_ctx[n_q + i] > span_ctx ? n_ctx[n_q + i] : span_ctx;
+        max_ctx = span_ctx > max_ctx ? span_ctx : max_ctx;
+        if (span_rows[s] > 0) n_cat += (size_t)((span_ctx + ps - 1) / ps);   /* an empty span reads nothing */
+        n_q += span_rows[s];
+    }
+    if (n_q <= 0) return;
     cu_begin();
-    const int *dpages = (const int *)cu_in(kv->pages, (size_t)n_pages * sizeof(int));
+    g_page_cat = (int *)grow(g_page_cat, &g_page_cat_cap, n_cat, sizeof(int));
+    g_page_off = (int *)grow(g_page_off, &g_page_off_cap, (size_t)n_q, sizeof(int));
+    int top = 0;
+    for (int s = 0, r = 0, at = 0; s < n_spans; s++) {
+        int span_ctx = 1;
+        for (int i = 0; i < span_rows[s]; i++) span_ctx = n_ctx[r + i] > span_ctx ? n_ctx[r + i] : span_ctx;
+        const int np = span_rows[s] > 0 ? (span_ctx + ps - 1) / ps : 0;
+        for (int i = 0; i < np; i++) {
+            g_page_cat[at + i] = views[s].pages[i];
+            top = views[s].pages[i] > top ? views[s].pages[i] : top;
+        }
+        for (int i = 0; i < span_rows[s]; i++) g_page_off[r + i] = at;
+        at += np;
+        r += span_rows[s];
+    }
+    const int *dcat = (const int *)cu_in(g_page_cat, n_cat * sizeof(int));
+    const int *doff = (const int *)cu_in(g_page_off, (size_t)n_q * sizeof(int));
     const int *dctx = (const int *)cu_in(n_ctx, (size_t)n_q * sizeof(int));
     const float *dk = kv->k_pages, *dv = kv->v_pages;
     if (!cu_on_device(dk) || !cu_on_device(dv)) {   /* a host KV pool (tests): stage the pages in use */
-        int top = 0;
-        for (int i = 0; i < n_pages; i++) top = kv->pages[i] > top ? kv->pages[i] : top;
         const size_t bytes = (size_t)(top + 1) * ps * n_kv * hd * sizeof(float);
         dk = (const float *)cu_in(dk, bytes);
         dv = (const float *)cu_in(dv, bytes);
@@ -263,7 +334,12 @@ void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, c
     const float *dq = (const float *)cu_in(q, qbytes);
     float *dout = (float *)cu_out(out, qbytes, 0);
     float *sc = (float *)cu_scratch(CU_SCRATCH_SCORES, (size_t)n_q * n_heads * max_ctx * sizeof(float));
-    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), OPS_THREADS)(dout, dq, dk, dv, dpages, dctx, ps, n_kv, hd, n_heads,
-                                                                scale, sc, (size_t)max_ctx);
+    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), OPS_THREADS)(dout, dq, dk, dv, dcat, doff, dctx, ps, n_kv, hd,
+                                                                n_heads, scale, sc, (size_t)max_ctx);
     cu_end("attention");
+}
+
+void cuda_attention(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx, int n_heads,
+                    float scale) {
+    cuda_attention_spans(out, q, kv, &n_q, 1, n_ctx, n_heads, scale);
 }

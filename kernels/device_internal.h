@@ -25,7 +25,7 @@ typedef struct {
     int   (*weight_upload)(kb_weight *w, const void *owner, char *err, size_t errlen);
     void  (*weight_release)(kb_weight *w);
     void  (*weight_release_owner)(const void *owner);
-    void  (*weight_row)(float *dst, const kb_weight *w, int r);
+    void  (*weight_rows)(float *dst, const kb_weight *w, const int *rows, int n);
     void  (*scatter_rows)(float *const dst[], const float *src, int n, int row_floats);
     /* compute: backend.h's semantics */
     void  (*matmul)(float *y, const float *x, const kb_weight *w, int m);
@@ -36,6 +36,9 @@ typedef struct {
     /* n_q rows of one sequence; row i over positions 0..n_ctx[i]−1 */
     void  (*attention)(float *out, const float *q, const kb_kv_view *kv, int n_q, const int *n_ctx,
                        int n_heads, float scale);
+    /* span s: the next span_rows[s] rows over views[s] */
+    void  (*attention_spans)(float *out, const float *q, const kb_kv_view *views, const int *span_rows,
+                             int n_spans, const int *n_ctx, int n_heads, float scale);
     /* matmul mode: "invariant" | "cublas"; 0 ok, -1 unknown or unavailable */
     int   (*set_matmul)(const char *mode);
     const char *(*matmul_mode)(void);

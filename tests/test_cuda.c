@@ -6,8 +6,9 @@
  * Every kernel on random inputs, CUDA vs the CPU kernels on the AVX2 path
  * (or scalar, which gives the same bits; the AVX-512 path rounds matmuls in
  * another order, so it is not the reference here):
- *   - matmul (invariant mode), RMSNorm, SwiGLU, add, attention (rows and
- *     spans, paged, GQA, page layouts), embedding rows: bit-identical. The
+ *   - matmul (invariant mode), RMSNorm, SwiGLU, add, attention (rows,
+ *     spans, several sequences' spans in one call; paged, GQA, page
+ *     layouts), embedding rows: bit-identical. The
  *     CUDA kernels perform the CPU's operations in the CPU's order with
  *     IEEE-exact fma, add, multiply, divide and sqrt, so any difference is
  *     a bug, not rounding.
@@ -343,11 +344,32 @@ static void test_attention(void) {
                "the CPU (max %g)", ps, n_kv, nh, hd, d, e);
         CHECKF((d = bits_differ(os, orow, qn, &e)) == 0, "attention hd %d: rows alone differ from the span (%ld)", hd, d);
         CHECKF((d = bits_differ(os, om, qn, &e)) == 0, "attention hd %d: managed KV differs from staged KV (%ld)", hd, d);
+        /* three sequences' spans in one call (one launch on cuda), each over
+         * its own page list: the CPU's per-span bits */
+        int pages2[24], pages3[24];
+        for (int i = 0; i < n_pages; i++) pages2[i] = n_pages - 1 - i, pages3[i] = (i * 5 + 1) % n_pages;
+        kb_kv_view views[3] = {mview, mview, mview};
+        views[1].pages = pages2;
+        views[2].pages = pages3;
+        const int span_rows[3] = {3, 1, 2}, sctx[6] = {start + 1, start + 2, start + 3, 20, 30, 31};
+        float *sc = calloc(qn, 4), *sg = calloc(qn, 4);
+        use("cpu");
+        kb_kv_view hviews[3] = {view, view, view};
+        hviews[1].pages = pages2;
+        hviews[2].pages = pages3;
+        kb_attention_spans(sc, q, hviews, span_rows, 3, sctx, nh, 0.125f, scratch, sf);
+        use("cuda");
+        kb_attention_spans(sg, q, views, span_rows, 3, sctx, nh, 0.125f, scratch, sf);
+        CHECKF((d = bits_differ(sc, sg, qn, &e)) == 0, "attention hd %d: three spans in one call differ from the "
+               "CPU (%ld)", hd, d);
+        free(sc);
+        free(sg);
         kb_free(mk);
         kb_free(mv);
         free(k); free(v); free(q); free(oc); free(os); free(orow); free(om); free(scratch);
     }
-    printf("attention: span = rows = the CPU bit for bit (paged, GQA, head_dim 16/20/64/128)\n");
+    printf("attention: span = rows = spans of 3 sequences in one call = the CPU bit for bit (paged, GQA, "
+           "head_dim 16/20/64/128)\n");
 }
 
 /* ---- memory ------------------------------------------------------------------- */
@@ -391,16 +413,21 @@ static void test_memory(void) {
     char err[512];
     CHECKF(!kb_weight_upload(&wd, p, err, sizeof err), "%s", err);
     kb_weight_row(rg, &wd, 7);
+    const int rws[3] = {7, 2, 9};
+    float rcs[3 * 33], rgs[3 * 33];
+    kb_weight_rows(rgs, &wd, rws, 3);   /* a batch's embeddings: one launch */
     use("cpu");
     kb_weight_row(rc, &w, 7);
+    kb_weight_rows(rcs, &w, rws, 3);
     CHECK(!memcmp(rc, rg, sizeof rc));
+    CHECKF(!memcmp(rcs, rgs, sizeof rcs), "kb_weight_rows on cuda differs from the CPU's rows");
     CHECK(kb_weight_upload(&w, p, err, sizeof err) == 0 && w.data != wd.data);   /* cpu: nothing to do */
     kb_weight_release_owner(p);
     kb_free(p);   /* CUDA memory freed after switching back to cpu */
     free((void *)w.data);
     CHECK(!strcmp(kb_device(), "cpu"));
     CHECK(kb_set_device("tpu", err, sizeof err) == -1);
-    printf("memory: kb_alloc zeroed, copies, scattered rows, weight upload/row/release, free across a switch\n");
+    printf("memory: kb_alloc zeroed, copies, scattered rows, weight upload/row(s)/release, free across a switch\n");
 }
 
 /* ---- stream order --------------------------------------------------------------- */
