@@ -173,13 +173,11 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
     if (w->cols <= 0 || n <= 0) return;
     const size_t es = kb_dtype_size(w->dt);
     if (!cu_on_device(w->data)) {   /* a weight never uploaded (tests): each row staged on its own */
+        static const int zero = 0;
+        const size_t row_bytes = (size_t)w->cols * es;
         for (int i = 0; i < n; i++) {
-            const size_t row_bytes = (size_t)w->cols * es;
-            kb_weight one = {.dt = w->dt, .data = (const char *)w->data + (size_t)rows[i] * row_bytes, .rows = 1,
-                             .cols = w->cols};
             cu_begin();
-            const void *src = cu_in(one.data, row_bytes);
-            static const int zero = 0;
+            const void *src = cu_in((const char *)w->data + (size_t)rows[i] * row_bytes, row_bytes);
             const int *dz = (const int *)cu_in(&zero, sizeof(int));
             float *d = (float *)cu_out(dst + (size_t)i * w->cols, (size_t)w->cols * sizeof(float), 0);
             CU_LAUNCH(weight_rows_k, dim3(grid_for((size_t)w->cols), 1), 256)(d, src, dz, w->dt, w->cols);
@@ -289,7 +287,8 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
         fprintf(stderr, "specbed: CUDA attention: %d heads over %d kv heads\n", n_heads, n_kv);
         abort();
     }
-    int n_q = 0, max_ctx = 1;
+    cu_begin();
+    int n_q = 0, max_ctx = 1, top = 0;
     size_t n_cat = 0;
     for (int s = 0; s < n_spans; s++) {
         const kb_kv_view *v = &views[s];
@@ -301,25 +300,20 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
         int span_ctx = 1;
         for (int i = 0; i < span_rows[s]; i++) span_ctx = n_ctx[n_q + i] > span_ctx ? n_ctx[n_q + i] : span_ctx;
         max_ctx = span_ctx > max_ctx ? span_ctx : max_ctx;
-        if (span_rows[s] > 0) n_cat += (size_t)((span_ctx + ps - 1) / ps);   /* an empty span reads nothing */
+        const int np = span_rows[s] > 0 ? (span_ctx + ps - 1) / ps : 0;   /* an empty span reads nothing */
+        g_page_cat = (int *)grow(g_page_cat, &g_page_cat_cap, n_cat + (size_t)np, sizeof(int));
+        g_page_off = (int *)grow(g_page_off, &g_page_off_cap, (size_t)n_q + (size_t)span_rows[s], sizeof(int));
+        for (int i = 0; i < np; i++) {
+            g_page_cat[n_cat + i] = v->pages[i];
+            top = v->pages[i] > top ? v->pages[i] : top;
+        }
+        for (int i = 0; i < span_rows[s]; i++) g_page_off[n_q + i] = (int)n_cat;
+        n_cat += (size_t)np;
         n_q += span_rows[s];
     }
-    if (n_q <= 0) return;
-    cu_begin();
-    g_page_cat = (int *)grow(g_page_cat, &g_page_cat_cap, n_cat, sizeof(int));
-    g_page_off = (int *)grow(g_page_off, &g_page_off_cap, (size_t)n_q, sizeof(int));
-    int top = 0;
-    for (int s = 0, r = 0, at = 0; s < n_spans; s++) {
-        int span_ctx = 1;
-        for (int i = 0; i < span_rows[s]; i++) span_ctx = n_ctx[r + i] > span_ctx ? n_ctx[r + i] : span_ctx;
-        const int np = span_rows[s] > 0 ? (span_ctx + ps - 1) / ps : 0;
-        for (int i = 0; i < np; i++) {
-            g_page_cat[at + i] = views[s].pages[i];
-            top = views[s].pages[i] > top ? views[s].pages[i] : top;
-        }
-        for (int i = 0; i < span_rows[s]; i++) g_page_off[r + i] = at;
-        at += np;
-        r += span_rows[s];
+    if (n_q <= 0) {
+        cu_end("attention");
+        return;
     }
     const int *dcat = (const int *)cu_in(g_page_cat, n_cat * sizeof(int));
     const int *doff = (const int *)cu_in(g_page_off, (size_t)n_q * sizeof(int));

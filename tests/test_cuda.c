@@ -445,7 +445,7 @@ static void stream_chain(float *a, float *z, float *q, float *out, float *mid, c
         for (int k = 0; k < 1024; k++) hv[k] = x[(i * 37 + k) % (m * n)] * (float)(i % 7);
         kb_add(z, hv, 1, 1024);   /* hv is rewritten as soon as the call returns */
     }
-    kb_add(z, big, 1, 1024);                  /* warm the ring up again */
+    kb_add(z, big, 1, 1024);                  /* the ring holds bytes when the next call outgrows it */
     kb_add(q, big, n_big / 1024, 1024);       /* one host argument larger than the ring */
     kb_rmsnorm(q, big, g, n_big / n, n, 1e-6f);   /* g fits, then big overflows inside one call */
     kb_copy_to_device(mid, a, (size_t)m * n * sizeof(float));   /* queued device copy */
