@@ -77,10 +77,17 @@ const char *kb_device(void);   /* "cpu" or "cuda" */
 void kb_async_begin(void);
 void kb_async_end(void);
 void kb_wait(void);
-/* How many times the host has waited for the device so far (every
- * synchronising call, kb_wait and region end included): a forward that
- * keeps its kernels in stream order waits once, for its logits. 0 on cpu. */
-long kb_device_waits(void);
+/* What the host has asked of the device so far (all 0 on cpu). waits:
+ * every synchronising call, kb_wait and region end included (a forward
+ * that keeps its kernels in stream order waits once, for its logits).
+ * Inside an async region the queued work is captured into a CUDA graph and
+ * launched as one at the next wait (unless SPECBED_CUDA_GRAPHS=0):
+ * graph_launches, graph_nodes (the kernels and copies they held), and
+ * graph_instantiations (launches that could not update a cached graph of
+ * the same shape in place: after warm-up a decode loop instantiates none). */
+typedef struct { long waits, graph_launches, graph_nodes, graph_instantiations; } kb_device_counts;
+void kb_device_counts_now(kb_device_counts *c);
+long kb_device_waits(void);   /* kb_device_counts_now's waits */
 
 /* CUDA matmul mode. "invariant" (the default): each output element has one
  * fixed reduction order that depends on cols only — batch-invariant in m

@@ -23,14 +23,20 @@
  * copy that reads it has run); when it fills up inside a region the call
  * waits, resets it and, if one call needs more than it holds, regrows it.
  * Norm vectors and biases are kb_alloc'd at load (engine/model.c), so
- * they are read in place. What CUDA graphs need beyond this (a captured
- * launch keeps its arguments, so nothing may come from the ring): the
- * step's index arrays (tokens, positions, KV slot pointers, page tables,
- * n_ctx) written once per step into fixed device buffers that every kernel
- * reads, the embedding gathered from device token ids, one attention launch
- * per ragged batch with a fixed score stride, the logits into a fixed
- * device buffer copied out after the replay, and a graph per padded row
- * count, as vLLM and SGLang capture per batch size.
+ * they are read in place.
+ * CUDA graphs (cuda_mem.cu): inside a region the stream is captured from
+ * the first call on and launched as one graph before every wait, the
+ * cached executable graph of the same node count updated in place
+ * (cudaGraphExecUpdate). The ring works unchanged under capture: a captured
+ * copy reads its pinned bytes when the graph runs, and the graph runs
+ * before the wait after which they are reused. What a capture may not do
+ * (allocate, free, synchronise, copy to pageable memory) ends it first.
+ * The host still issues every call into the capture each step; replaying a
+ * graph without capturing it again would need the step's index arrays
+ * (tokens, positions, KV slot pointers, page tables, n_ctx) in fixed
+ * device buffers that every kernel reads, one attention launch per ragged
+ * batch with a fixed score stride and a graph per padded row count, as
+ * vLLM and SGLang capture per batch size.
  * A CUDA error inside a compute call has no error return to go to
  * (backend.h's calls are void): it is printed and the process aborts.
  * One mutex serialises the calls (the staging ring and scratch are shared);

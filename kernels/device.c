@@ -58,7 +58,15 @@ void kb_async_end(void) {
 void kb_wait(void) {
     if (kb_dev_active) kb_dev_active->wait();
 }
-long kb_device_waits(void) { return kb_dev_cuda ? kb_dev_cuda->waits() : 0; }
+void kb_device_counts_now(kb_device_counts *c) {
+    memset(c, 0, sizeof *c);
+    if (kb_dev_cuda) kb_dev_cuda->counts(c);
+}
+long kb_device_waits(void) {
+    kb_device_counts c;
+    kb_device_counts_now(&c);
+    return c.waits;
+}
 
 int kb_set_cuda_matmul(const char *mode) {
     if (!kb_dev_cuda) return -1;

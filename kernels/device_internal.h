@@ -46,7 +46,7 @@ typedef struct {
     void  (*async_begin)(void);
     void  (*async_end)(void);
     void  (*wait)(void);
-    long  (*waits)(void);
+    void  (*counts)(kb_device_counts *c);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

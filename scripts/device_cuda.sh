@@ -5,12 +5,15 @@
 #      bench_engine and the tests with the ctest label gpu;
 #   2. runs the gpu tests (tests/test_cuda.c: every kernel against the CPU,
 #      batch invariance, fixture logits, spec on = spec off under CUDA);
-#   3. `specbed generate --device cuda` with the MTP drafter, compared with
-#      the CPU's greedy output;
+#   3. `specbed generate --device cuda` with the MTP drafter, with CUDA
+#      graphs (the default) and without (SPECBED_CUDA_GRAPHS=0), each
+#      compared with the CPU's greedy output;
 #   4. bench_engine on models/tiny: the CPU, then --device cuda in both
-#      matmul modes (invariant, cublas): prefill and decode tokens/s, host
-#      waits per decode step, and the verify cost curve for rows 1–16 at
-#      batch 1, 4 and 16 (the 8-row / 1-row ratio printed);
+#      matmul modes (invariant, cublas), and invariant without graphs (the
+#      measured per-step floor with and without them): prefill and decode
+#      tokens/s, host waits and graph launches per decode step, and the
+#      verify cost curve for rows 1–16 at batch 1, 4 and 16 (the 8-row /
+#      1-row ratio printed);
 #   5. bench_spec --device cuda (invariant): every drafter at depths 1–8 on
 #      code and prose, speed-up vs speculation off paired in one run, greedy
 #      output checked against speculation off.
@@ -164,18 +167,21 @@ grep -E '^(CUDA|CPU|matmul|cublas|rms|rope|attention|fixture|greedy|cuda |test_c
 GLOG="$R/generate.txt"
 GEN=(--model "$ROOT/models/tiny" --prompt "def parse(" --max-tokens 48 --drafter mtp --depth 3)
 : > "$GLOG"
-for dev in cpu cuda; do
-  echo "== --device $dev: stderr" >> "$GLOG"
-  step "generate --device $dev (mtp)" 60 "$GLOG" sh -c '"$@" > "$0"' "$R/gen_$dev.txt" \
-    "${RUN_ENV[@]}" "$B/specbed" generate "${GEN[@]}" --device $dev
+for run in cpu:1 cuda:1 cuda:0; do   # device:graphs
+  dev=${run%:*} g=${run#*:}
+  echo "== --device $dev, SPECBED_CUDA_GRAPHS=$g: stderr" >> "$GLOG"
+  step "generate --device $dev (mtp, graphs $g)" 60 "$GLOG" sh -c '"$@" > "$0"' "$R/gen_$dev$g.txt" \
+    "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=$g "$B/specbed" generate "${GEN[@]}" --device $dev
 done
-for dev in cpu cuda; do { echo "== --device $dev: text"; cat "$R/gen_$dev.txt" 2>/dev/null; } >> "$GLOG"; done
-if [ -s "$R/gen_cpu.txt" ] && cmp -s "$R/gen_cpu.txt" "$R/gen_cuda.txt"; then
-  say "generate: CUDA text = CPU text (greedy, mtp depth 3)"
-else
-  say "generate: CUDA text DIFFERS from the CPU's, or is missing (see generate.txt)"; FAILED=1
-fi
-rm -f "$R/gen_cpu.txt" "$R/gen_cuda.txt"
+for f in cpu1 cuda1 cuda0; do { echo "== $f: text"; cat "$R/gen_$f.txt" 2>/dev/null; } >> "$GLOG"; done
+for f in cuda1 cuda0; do
+  if [ -s "$R/gen_cpu1.txt" ] && cmp -s "$R/gen_cpu1.txt" "$R/gen_$f.txt"; then
+    say "generate: CUDA text = CPU text (greedy, mtp depth 3, graphs ${f#cuda})"
+  else
+    say "generate: CUDA text (graphs ${f#cuda}) DIFFERS from the CPU's, or is missing (see generate.txt)"; FAILED=1
+  fi
+done
+rm -f "$R"/gen_*.txt
 
 # ---- bench_engine: CPU, CUDA invariant, CUDA cuBLAS -----------------------------------
 BENCH="$R/bench.txt"
@@ -185,6 +191,8 @@ step "bench_engine cuda (invariant)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MA
   "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_invariant.csv"
 step "bench_engine cuda (cublas)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=cublas \
   "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_cublas.csv"
+step "bench_engine cuda (invariant, no graphs)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=invariant \
+  SPECBED_CUDA_GRAPHS=0 "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_invariant_nographs.csv"
 
 # ---- bench_spec: every drafter × depth on CUDA (invariant: greedy spec-on = spec-off) ----
 SPEC="$R/bench_spec.txt"
@@ -198,17 +206,18 @@ cat "$BENCH"
 echo
 cat "$SPEC" 2>/dev/null
 echo
-for f in engine_cpu engine_cuda_invariant engine_cuda_cublas; do
+for f in engine_cpu engine_cuda_invariant engine_cuda_cublas engine_cuda_invariant_nographs; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
   p=$(awk -F, '$1=="prefill_tokens_per_s" {print $4}' <<< "$c")
   d=$(awk -F, '$1=="decode_tokens_per_s" {print $4}' <<< "$c")
   w=$(awk -F, '$1=="device_waits_per_decode" {print $4}' <<< "$c")
+  gl=$(awk -F, '$1=="graph_launches_per_decode" {print $4}' <<< "$c")
   r1=$(awk -F, '$1=="forward_ms" && $2==1 && $3==1 {print $4}' <<< "$c")
   r8=$(awk -F, '$1=="forward_ms" && $2==1 && $3==8 {print $4}' <<< "$c")
   ratio=$(awk -v a="${r8:-0}" -v b="${r1:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-  say "$(printf '%-24s prefill %10.1f tok/s   decode %9.1f tok/s   verify 8 rows / 1 row (batch 1) %s   waits/step %s' \
-    "$f" "${p:-0}" "${d:-0}" "$ratio" "${w:-?}")"
+  say "$(printf '%-31s prefill %10.1f tok/s   decode %9.1f tok/s   verify 8 rows / 1 row (batch 1) %s   waits/step %s   graphs/step %s' \
+    "$f" "${p:-0}" "${d:-0}" "$ratio" "${w:-?}" "${gl:-?}")"
 done
 say "results in $R ($(( $(date +%s) - T0 )) s in all)"
 [ $FAILED -eq 0 ] && say "device_cuda: every step passed" || say "device_cuda: SOME STEPS FAILED"

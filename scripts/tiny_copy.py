@@ -20,7 +20,11 @@ Row kinds (each a corpus window of T+1 tokens, edited in place):
 - repeat: 1..4 spans of 16..256 tokens, each copied d tokens later (plain
   induction on natural text, no cue);
 - random: a run of 16..128 random token ids written 2..4 times in a row
-  (the textbook induction task).
+  (the textbook induction task);
+- far: 1..3 runs of 8..64 random ids, each written again 32..max_back
+  tokens later with text in between (share 0 by default; see below);
+- perturbed: repeat's spans with 15..50% of their tokens random ids in
+  both copies (share 0 by default; see below).
 Copy rows are 30% recall, 30% repeat, 40% random by default (MIX,
 train_target.py --copy-mix). Why so dense: with copy
 targets ~1-5% of the tokens (recall and short repeats only) 1,500 steps
@@ -42,6 +46,27 @@ pieces and lets the prior finish it (maple -> major, meadow -> mosow).
 All probes passing needs per-token copying near 0.99: a stronger
 induction circuit than this 4-layer model formed from 11M copy-mixed
 tokens.
+
+Where the copy is weak (2 Dec, span_copy_acc below; `python tiny_copy.py
+[MODEL]` prints all three measures): the bundled target repeats a span of
+random ids 0.91 of the time 24 tokens later but 0.74 at 200 and 0.19 at
+800 (random_repeat's runs are adjacent, so long-range copying of
+prior-free tokens was never asked for), and a span of its own prose only
+0.66-0.69 at any distance up to 400: on natural text the prior outvotes
+the copy. The probe misses are that: sil|ver -> sil|ent, qu|artz ->
+qu|ant, m|eadow -> m|ed, each with the previous token unique in the
+context (the match is not ambiguous; the copy's probability is too low:
+median 0.80 on the key tokens that pass). Tried and not adopted: 800 more
+steps from the bundled target with two more row kinds, random_far (random
+runs copied 32..900 back) and perturbed (repeat's spans with 15-50% of
+their tokens random, so the copy contradicts the prior), --copy-mix
+0.15,0.15,0.2,0.35,0.15, seed 8, 31 min on this 2-core Xeon (1,800
+tok/s): random spans 0.91-0.94 to 400 back and 0.83 at 800, perturbed
+0.63-0.78, but natural text 0.67-0.73 (barely moved), copy_token_acc
+0.942 (0.923), probes 17 of 39 (15, within the +-5 noise), validation
+loss +0.014 code / +0.016 prose. Long-range induction is learnable here;
+trusting the copy over the prior on natural text is what the 4-layer,
+256-wide model does not learn at this budget.
 """
 import json
 import math
@@ -53,7 +78,7 @@ import torch
 
 import tiny_common as tc
 
-MIX = (0.3, 0.3, 0.4)   # recall, repeat, random: stage 2's proportions (the default)
+MIX = (0.3, 0.3, 0.4, 0.0, 0.0)   # recall, repeat, random, far, perturbed: stage 2's proportions (the default)
 CUES = ("The passphrase is:", "The password is:", "Remember the code word:", "Key:", "The secret is:",
         "Token =", "The answer is:", "Name:", "ID:", "The magic words are:")
 INTROS = ("Remember this. ", "Note: ", "", "Important. ", "Keep this in mind. ")
@@ -165,9 +190,52 @@ class CopyRows:
         out[p:p + len(blk)] = blk
         return out
 
+    def random_far(self, row):
+        """1..3 runs of 8..64 random ordinary ids, each written again d
+        tokens later (d log-uniform in [32, max_back]) with natural text in
+        between: induction at the distances the probes ask for, where only
+        copying predicts the second run (random_repeat's runs are adjacent)."""
+        T = len(row)
+        out = row.copy()
+        for _ in range(int(self.rng.integers(1, 4))):
+            s = int(self.rng.integers(8, 65))
+            hi = min(self.max_back, T - 2 * s - 1)
+            if hi <= 32:
+                break
+            d = self._dist(32, hi)
+            p = int(self.rng.integers(0, T - d - s + 1))
+            run = self.rng.integers(256, self.vocab_ordinary, size=s)
+            out[p:p + s] = run
+            out[p + d:p + d + s] = run
+        return out
+
+    def perturbed(self, row):
+        """repeat's spans with a share 0.15..0.5 of their tokens replaced by
+        random ids in both copies: the copy contradicts the prior at those
+        tokens (the probes fail where a word's first pieces make the prior
+        finish it differently: sil|ver -> sil|ent)."""
+        T = len(row)
+        out = row.copy()
+        for _ in range(int(self.rng.integers(1, 4))):
+            s = int(self.rng.integers(16, 129))
+            hi = min(self.max_back, T - 2 * s - 1)
+            if hi <= 32:
+                break
+            d = self._dist(32, hi)
+            p = int(self.rng.integers(0, T - d - s + 1))
+            span = out[p:p + s].copy()
+            mask = self.rng.random(s) < self.rng.uniform(0.15, 0.5)
+            span[mask] = self.rng.integers(256, self.vocab_ordinary, size=int(mask.sum()))
+            out[p:p + s] = span
+            out[p + d:p + d + s] = span
+        return out
+
     def edit(self, row):
         u = self.rng.random()
-        return self.recall(row) if u < self.mix[0] else self.repeat(row) if u < self.mix[1] else self.random_repeat(row)
+        kinds = (self.recall, self.repeat, self.random_repeat, self.random_far, self.perturbed)
+        for k, f in enumerate(kinds):
+            if u < self.mix[k] or k == len(kinds) - 1:
+                return f(row)
 
 
 class MixedBatcher:
@@ -257,3 +325,53 @@ def words_match(text, expected):
     want = [strip(w) for w in expected.split()]
     got = [strip(w) for w in text.split()]
     return int(bool(want) and got[:len(want)] == want)
+
+
+def span_copy_acc(model, tok, distances=(24, 100, 200, 400, 800), span=24, n=8, seed=0):
+    """Teacher-forced induction by distance, without cue words: a span of
+    `span` tokens planted at position 50 of a prose validation window and
+    written again d tokens later; the share of the repeat's tokens 2..span
+    that are the argmax, for three spans: random ordinary ids (the prior
+    knows nothing), the window's own text (the prior competes with the
+    copy), and that text with 30% of its tokens replaced by random ids (the
+    copy contradicts the prior). {kind: {d: acc}}."""
+    rng = np.random.default_rng(seed)
+    x = tc.eval_windows("prose", "val", 1024, n)
+    hi = tok.token_to_id("<|endoftext|>")
+    out = {}
+    model.eval()
+    for kind in ("random", "natural", "perturbed"):
+        out[kind] = {}
+        for d in distances:
+            rows = []
+            for i in range(n):
+                r = x[i].numpy().copy()[:50 + d + span + 1]
+                s = r[50:50 + span].copy()
+                if kind == "random":
+                    s = rng.integers(256, hi, size=span)
+                elif kind == "perturbed":
+                    m = rng.random(span) < 0.3
+                    s[m] = rng.integers(256, hi, size=int(m.sum()))
+                r[50:50 + span] = s
+                r[50 + d:50 + d + span] = s
+                rows.append(r)
+            t = torch.from_numpy(np.stack(rows))
+            with torch.no_grad():
+                pred = model(input_ids=t).logits.argmax(-1)
+            a = 50 + d + 1   # tokens a..a+span-2 of the repeat, each predicted from the one before
+            out[kind][str(d)] = round((pred[:, a - 1:a + span - 2] == t[:, a:a + span - 1]).float().mean().item(), 3)
+    return out
+
+
+if __name__ == "__main__":
+    # tiny_copy.py [MODEL_DIR | CKPT]: the copy measures of a written target
+    # (default models/tiny) or of a train_target.py checkpoint
+    import sys
+    m = tc.load_target(None, torch.float32)
+    if len(sys.argv) > 1 and os.path.isfile(sys.argv[1]):
+        m.load_state_dict(torch.load(sys.argv[1], map_location="cpu", weights_only=False)["modules"]["model"])
+    elif len(sys.argv) > 1:
+        m = tc.load_target(sys.argv[1], torch.float32)
+    t = tc.load_tokenizer()
+    print(json.dumps({"copy_probes": copy_eval(m, t), "copy_token_acc": copy_token_acc(m, t),
+                      "span_copy_acc": span_copy_acc(m, t)}, indent=1))

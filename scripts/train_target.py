@@ -61,7 +61,7 @@ def main():
     ap.add_argument("--layers", type=int, default=tc.TARGET["num_hidden_layers"],
                     help="decoder layers of a target trained from scratch (without --init)")
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
-                    help="recall,repeat,random shares of the copy rows")
+                    help="recall,repeat,random[,far,perturbed] shares of the copy rows")
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -89,8 +89,10 @@ def main():
     ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"model": model}, opt)
     mix = tuple(float(v) for v in args.copy_mix.split(","))
-    if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
-        tc.die("--copy-mix wants three non-negative shares recall,repeat,random, got %s" % args.copy_mix)
+    if len(mix) == 3:  # stage 2's form
+        mix += (0.0, 0.0)
+    if len(mix) != 5 or min(mix) < 0 or sum(mix) <= 0:
+        tc.die("--copy-mix wants non-negative shares recall,repeat,random[,far,perturbed], got %s" % args.copy_mix)
     batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
                               args.max_back, mix)
     if step:  # replay the sampler so a resumed run sees the same batches
@@ -141,7 +143,7 @@ def main():
            "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
            "val_windows_per_domain": 64, "init": args.init, "copy_frac": args.copy_frac,
            "max_back": args.max_back, "copy_mix": mix, "copy_probes": tiny_copy.copy_eval(m2, tok),
-           "copy_token_acc": tiny_copy.copy_token_acc(m2, tok)}
+           "copy_token_acc": tiny_copy.copy_token_acc(m2, tok), "span_copy_acc": tiny_copy.span_copy_acc(m2, tok)}
     tc.write_json(os.path.join(tc.WORK, args.name + "_eval.json"), res)
     tc.log("final (bf16 weights) %s" % res, logf)
 

@@ -566,24 +566,45 @@ static void test_engine(void) {
                maxd, nd, (long)n * V);
     }
     /* stream order: a decode step and a 4-row verify step each wait for the
-     * GPU once, for their logits (kb_device_waits counts every wait) */
+     * GPU once, for their logits (kb_device_waits counts every wait); with
+     * CUDA graphs (the default) each is one graph launch, and the steps
+     * after the first of a shape update the cached graph in place (new
+     * positions, a longer context) instead of instantiating another */
     if (!rc) {
+        const char *gv = getenv("SPECBED_CUDA_GRAPHS");
+        int graphs = !(gv && !strcmp(gv, "0"));
         char werr[512];
         int seq = kv_seq_new(eg->kv), rows[4] = {0, 1, 2, 3};
         fwd_span sp = {.seq = seq, .n = 20, .tokens = toks};
         fwd_batch b = {.spans = &sp, .n_spans = 1};
         CHECKF(!fwd_run(eg->fwd, eg->kv, &b, NULL, werr, sizeof werr), "fwd_run: %s", werr);
+        long nodes = 0;
         for (int r = 1; r <= 4; r += 3) {
-            sp = (fwd_span){.seq = seq, .n = r, .tokens = toks + 20};
-            fwd_out o = {.logit_rows = rows, .n_logit_rows = r, .logits = lg};
-            long w0 = kb_device_waits();
-            CHECKF(!fwd_run(eg->fwd, eg->kv, &b, &o, werr, sizeof werr), "fwd_run: %s", werr);
-            long dw = kb_device_waits() - w0;
-            CHECKF(dw == 1, "a %d-row forward waited for the GPU %ld times, not once", r, dw);
+            for (int step = 0; step < 3; step++) {
+                sp = (fwd_span){.seq = seq, .n = r, .tokens = toks + 20 + step * r};
+                fwd_out o = {.logit_rows = rows, .n_logit_rows = r, .logits = lg};
+                kb_device_counts c0, c1;
+                kb_device_counts_now(&c0);
+                CHECKF(!fwd_run(eg->fwd, eg->kv, &b, &o, werr, sizeof werr), "fwd_run: %s", werr);
+                kb_device_counts_now(&c1);
+                long dw = c1.waits - c0.waits, gl = c1.graph_launches - c0.graph_launches;
+                long gi = c1.graph_instantiations - c0.graph_instantiations;
+                CHECKF(dw == 1, "a %d-row forward waited for the GPU %ld times, not once", r, dw);
+                CHECKF(gl == graphs, "a %d-row forward made %ld graph launches, not %d", r, gl, graphs);
+                CHECKF(!step || gi == 0, "a %d-row forward at step %d instantiated %ld graphs (the cached one "
+                       "should have taken the update)", r, step, gi);
+                nodes = c1.graph_nodes - c0.graph_nodes;
+            }
             kv_truncate(eg->kv, seq, 20);
         }
         kv_seq_free(eg->kv, seq);
-        printf("stream order: a 1-row and a 4-row forward each wait for the GPU once\n");
+        if (graphs) {
+            CHECKF(nodes > 20, "a 4-row forward's graph holds %ld nodes", nodes);
+            printf("stream order: a 1-row and a 4-row forward each wait for the GPU once, as one CUDA graph "
+                   "(%ld nodes at 4 rows), updated in place at the next steps\n", nodes);
+        } else {
+            printf("stream order: a 1-row and a 4-row forward each wait for the GPU once (no CUDA graphs)\n");
+        }
     }
     /* greedy generation: the CPU's tokens (equal logits, equal tokens) */
     static int prompts[LL_NP][LL_MAXP];

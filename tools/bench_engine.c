@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     }
     kv_truncate(e->kv, seqs[0], ctx);
     const int batches[3] = {1, 4, 16};
-    double decode_tps = 0, decode_waits = 0;
+    double decode_tps = 0, decode_waits = 0, decode_graphs = 0, decode_nodes = 0, decode_inst = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
     for (int r = 1; r <= max_r; r++) {
         char h[16];
@@ -167,7 +167,8 @@ int main(int argc, char **argv) {
             }
             fwd_batch fb = {.spans = spans, .n_spans = B};
             fwd_out fo = {.logit_rows = logit_rows, .n_logit_rows = nl, .logits = logits};
-            long waits0 = kb_device_waits();
+            kb_device_counts c0, c1;
+            kb_device_counts_now(&c0);
             for (int rep = 0; rep < reps; rep++) {
                 double t0 = gen_now();
                 if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
@@ -177,7 +178,11 @@ int main(int argc, char **argv) {
             double ms = median(times, reps) * 1e3;
             if (B == 1 && r == 1) {
                 decode_tps = 1e3 / ms;
-                decode_waits = (double)(kb_device_waits() - waits0) / reps;
+                kb_device_counts_now(&c1);
+                decode_waits = (double)(c1.waits - c0.waits) / reps;
+                decode_graphs = (double)(c1.graph_launches - c0.graph_launches) / reps;
+                decode_nodes = (double)(c1.graph_nodes - c0.graph_nodes) / reps;
+                decode_inst = (double)(c1.graph_instantiations - c0.graph_instantiations) / reps;
             }
             printf(" %8.2f", ms);
             if (csv) {
@@ -197,18 +202,24 @@ int main(int argc, char **argv) {
     double roof = gbs * 1e9 / (double)wb;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
     /* a stream-ordered forward waits once, for its logits (backend.h) */
-    if (!strcmp(kb_device(), "cuda")) printf("host waits for the GPU per decode step: %.1f\n", decode_waits);
+    if (!strcmp(kb_device(), "cuda")) {
+        printf("host waits for the GPU per decode step: %.1f\n", decode_waits);
+        /* SPECBED_CUDA_GRAPHS=0: none; else one graph per step, updated in place after the first */
+        printf("CUDA graph launches per decode step: %.1f (%.0f nodes each, %.2f instantiated per step)\n",
+               decode_graphs, decode_graphs > 0 ? decode_nodes / decode_graphs : 0.0, decode_inst);
+    }
     printf("memory bandwidth (STREAM copy%s): %.1f GB/s\n",
            strcmp(kb_device(), "cuda") ? "" : " of host memory, not the GPU's: the roofline below is the CPU's", gbs);
     printf("weights read per decode token%s: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
            job.size > 1 ? " (rank 0's shard; each rank reads its own in parallel)" : "", wb / 1e6, roof,
            100.0 * decode_tps / roof);
     if (csv) {
-        const char *names[6] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
-                                "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode"};
-        double vals[6] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits};
-        const char *units[6] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits"};
-        for (int i = 0; i < 6; i++) {
+        const char *names[8] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
+                                "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode",
+                                "graph_launches_per_decode", "graph_nodes_per_decode"};
+        double vals[8] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits, decode_graphs, decode_nodes};
+        const char *units[8] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits", "launches", "nodes"};
+        for (int i = 0; i < 8; i++) {
             csv_row row = {csv, 0};
             csv_row_field(&row, names[i]);
             csv_row_field(&row, "1");

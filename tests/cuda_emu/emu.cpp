@@ -140,9 +140,19 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &body) {
 
 /* ---- stream order ------------------------------------------------------------- */
 
+struct emu_graph { std::vector<std::pair<const void *, std::function<void()>>> ops; };
+
 namespace {
 std::vector<std::function<void()>> g_queue;
 int g_defer = -1;
+emu_graph *g_capture;   /* the graph being captured, or NULL */
+
+/* What a capture may not do aborts (emu.h). */
+void not_capturing(const char *fn) {
+    if (!g_capture) return;
+    fprintf(stderr, "cuda_emu: %s while the stream is being captured into a CUDA graph\n", fn);
+    abort();
+}
 }  // namespace
 
 int emu_deferring(void) {
@@ -152,11 +162,13 @@ int emu_deferring(void) {
     }
     return g_defer;
 }
-void emu_enqueue(std::function<void()> op) {
-    if (emu_deferring()) g_queue.push_back(std::move(op));
+void emu_enqueue(const void *tag, std::function<void()> op) {
+    if (g_capture) g_capture->ops.emplace_back(tag, std::move(op));
+    else if (emu_deferring()) g_queue.push_back(std::move(op));
     else op();
 }
 void emu_flush(void) {
+    not_capturing("waiting for the device");
     std::vector<std::function<void()>> q;
     q.swap(g_queue);
     for (auto &op : q) op();
@@ -183,6 +195,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
 }
 
 static cudaError_t track(void **p, size_t bytes, cudaMemoryType t) {
+    not_capturing("allocating memory");
     *p = calloc(1, bytes ? bytes : 1);
     if (!*p) return cudaErrorMemoryAllocation;
     if (t == cudaMemoryTypeDevice) memset(*p, 0xa5, bytes);   /* cudaMalloc does not zero */
@@ -196,6 +209,7 @@ cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags) {
     return track(p, bytes, cudaMemoryTypeManaged);
 }
 static cudaError_t untrack(void *p, cudaMemoryType t, const char *fn) {
+    not_capturing(fn);
     emu_flush();   /* cudaFree and cudaFreeHost wait for the device */
     if (!p) return cudaSuccess;
     auto it = g_mem.find((uintptr_t)p);
@@ -217,33 +231,77 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
 cudaError_t cudaFreeHost(void *p) { return untrack(p, cudaMemoryTypeHost, "cudaFreeHost"); }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k) {
     (void)k;
+    not_capturing("cudaMemcpy");
     emu_flush();   /* after the queued work, and the host waits (see emu.h) */
     memmove(d, s, bytes);
     return cudaSuccess;
 }
+static char g_tag_memset, g_tag_copy[4][4];   /* update tags: a memset; a copy by memory types */
 cudaError_t cudaMemset(void *d, int v, size_t bytes) {
-    emu_enqueue([d, v, bytes] { memset(d, v, bytes); });   /* stream-ordered, the host does not wait */
+    not_capturing("cudaMemset (the legacy stream)");
+    emu_enqueue(&g_tag_memset, [d, v, bytes] { memset(d, v, bytes); });   /* stream-ordered, the host does not wait */
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t bytes, cudaStream_t) { return cudaMemset(d, v, bytes); }
-static int pageable(const void *p) {
+cudaError_t cudaMemsetAsync(void *d, int v, size_t bytes, cudaStream_t) {
+    emu_enqueue(&g_tag_memset, [d, v, bytes] { memset(d, v, bytes); });
+    return cudaSuccess;
+}
+static cudaMemoryType mem_type(const void *p) {
     cudaPointerAttributes a;
     cudaPointerGetAttributes(&a, p);
-    return a.type == cudaMemoryTypeUnregistered;
+    return a.type;
 }
+static int pageable(const void *p) { return mem_type(p) == cudaMemoryTypeUnregistered; }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k, cudaStream_t) {
+    if (pageable(d) || pageable(s)) not_capturing("cudaMemcpyAsync to or from pageable host memory");
     if (pageable(d)) return cudaMemcpy(d, s, bytes, k);   /* into pageable memory the call waits */
     if (pageable(s)) {                                    /* the driver takes the bytes now */
         std::vector<char> b((const char *)s, (const char *)s + bytes);
-        emu_enqueue([d, b] { memcpy(d, b.data(), b.size()); });
+        emu_enqueue(&g_tag_copy[0][mem_type(d)], [d, b] { memcpy(d, b.data(), b.size()); });
         return cudaSuccess;
     }
-    emu_enqueue([d, s, bytes] { memmove(d, s, bytes); });   /* read when it runs */
+    emu_enqueue(&g_tag_copy[mem_type(s)][mem_type(d)], [d, s, bytes] { memmove(d, s, bytes); });   /* read when it runs */
     return cudaSuccess;
 }
 static char g_stream_tag;
 cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = (cudaStream_t)&g_stream_tag; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { emu_flush(); return cudaSuccess; }
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
+    not_capturing("cudaStreamBeginCapture");
+    g_capture = new emu_graph;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    if (!g_capture) return cudaErrorInvalidValue;
+    *g = g_capture;
+    g_capture = NULL;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n) {
+    if (nodes) return cudaErrorInvalidValue;   /* the backend only counts */
+    *n = g->ops.size();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
+    *x = new emu_graph(*g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphExecUpdateResultInfo *info) {
+    int same = x->ops.size() == g->ops.size();
+    for (size_t i = 0; same && i < g->ops.size(); i++) same = x->ops[i].first == g->ops[i].first;
+    if (info) memset(info, 0, sizeof *info), info->result = same ? 0 : 2;
+    if (!same) return cudaErrorGraphExecUpdateFailure;
+    x->ops = g->ops;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t) {
+    not_capturing("cudaGraphLaunch");
+    for (auto &op : x->ops) emu_enqueue(op.first, op.second);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) { delete x; return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { emu_flush(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
@@ -307,7 +365,8 @@ static cublasStatus_t ref_gemm(cublasHandle_t, cublasOperation_t ta, cublasOpera
                                cublasComputeType_t, cublasGemmAlgo_t) {
     if (ct != CUDA_R_32F || *(const float *)beta != 0.0f) return CUBLAS_STATUS_NOT_SUPPORTED;
     const float al = *(const float *)alpha;   /* host scalars: read at the call, as cuBLAS does */
-    emu_enqueue([=] {
+    static char tag;
+    emu_enqueue(&tag, [=] {
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 float s = 0;

@@ -75,9 +75,12 @@ template <class T> void emu_check_arg(T, int) {}
 template <class T> void emu_check_arg(T *p, int i) { emu_check_device_arg((const void *)p, i); }
 
 /* Stream order: 1 when SPECBED_EMU_DEFER=1 (read once). emu_enqueue runs
- * op now when not deferring, else queues it for emu_flush. */
+ * op now when not deferring, else queues it for emu_flush; while the stream
+ * is being captured it goes into the graph instead. tag names what a graph
+ * update must find unchanged at that node (the kernel; a copy's memory
+ * types). */
 int emu_deferring(void);
-void emu_enqueue(std::function<void()> op);
+void emu_enqueue(const void *tag, std::function<void()> op);
 void emu_flush(void);
 
 template <class K> struct emu_launcher {
@@ -89,7 +92,7 @@ template <class K> struct emu_launcher {
         /* the arguments by value, as a launch copies its parameters */
         K kk = k;
         dim3 gg = g, bb = b;
-        emu_enqueue([kk, gg, bb, a...] {
+        emu_enqueue(reinterpret_cast<const void *>(kk), [kk, gg, bb, a...] {
             std::function<void()> body = [&] { kk(a...); };
             emu_run(gg, bb, body);
         });
@@ -101,7 +104,7 @@ template <class K> emu_launcher<K> emu_launch(K k, dim3 g, dim3 b) { return emu_
 /* ---- runtime API (the subset the backend uses) ---------------------------- */
 typedef enum {
     cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
-    cudaErrorNoDevice = 100
+    cudaErrorNoDevice = 100, cudaErrorGraphExecUpdateFailure = 910
 } cudaError_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
                       cudaMemcpyDefault };
@@ -131,6 +134,27 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
+/* CUDA graphs by stream capture: a capture collects what emu_enqueue is
+ * given; a launch enqueues it again. An update succeeds when the node count
+ * and every node's tag match (a GPU may accept more, never less). What a
+ * capture may not do (synchronise, allocate, free, copy from or into
+ * pageable memory, launch a graph) aborts: the GPU would invalidate the
+ * capture (the emulator is stricter about allocation, which relaxed mode
+ * allows). */
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+                             cudaStreamCaptureModeRelaxed = 2 };
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph *cudaGraphExec_t;
+typedef struct emu_graph_node *cudaGraphNode_t;
+struct cudaGraphExecUpdateResultInfo { int result; cudaGraphNode_t errorNode, errorFromNode; };
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphExecUpdateResultInfo *info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 const char *cudaGetErrorString(cudaError_t e);
 const char *cudaGetErrorName(cudaError_t e);
 
