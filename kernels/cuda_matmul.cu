@@ -105,6 +105,7 @@ static void launch_invariant(float *y, const float *x, const void *w, int m, int
 
 typedef cublasStatus_t (*blas_create_fn)(cublasHandle_t *);
 typedef cublasStatus_t (*blas_stream_fn)(cublasHandle_t, cudaStream_t);
+typedef cublasStatus_t (*blas_workspace_fn)(cublasHandle_t, void *, size_t);
 typedef cublasStatus_t (*blas_gemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                        const void *, const void *, cudaDataType, int, const void *, cudaDataType,
                                        int, const void *, void *, cudaDataType, int, cublasComputeType_t,
@@ -141,6 +142,17 @@ static int load_cublas(void) {
         fprintf(stderr, "specbed: cuBLAS: cublasSetStream failed\n");
         return -1;
     }
+    /* a workspace of its own (cuBLAS's advice for CUDA graphs: 32 MiB on
+     * Hopper), so that a GEMM inside a capture never allocates from the
+     * default pool; without the symbol, or the memory, cuBLAS keeps its own */
+    blas_workspace_fn set_ws = (blas_workspace_fn)dlsym(g_blas.lib, "cublasSetWorkspace_v2");
+    void *ws = NULL;
+    size_t ws_bytes = (size_t)32 << 20;
+    if (set_ws && cudaMalloc(&ws, ws_bytes) == cudaSuccess && set_ws(h, ws, ws_bytes) != CUBLAS_STATUS_SUCCESS) {
+        cudaFree(ws);
+        ws = NULL;
+    }
+    cudaGetLastError();
     g_blas.handle = h;
     return 0;
 }

@@ -251,6 +251,7 @@ static void capture_launch(void) {
     cu_check(cudaGraphGetNodes(graph, NULL, &nodes), "counting a CUDA graph's nodes");
     if (nodes) {
         cu_check(cudaGraphLaunch(exec_for(graph, nodes), g_stream), "launching a CUDA graph");
+        g_pending = 1;
         g_counts.graph_launches++;
         g_counts.graph_nodes += (long)nodes;
     }

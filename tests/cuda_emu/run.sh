@@ -4,7 +4,9 @@
 # barriers and shuffles, the staging of host arguments, the weight registry,
 # the matmul modes and the engine on the fixture all execute, test_cuda in
 # stream order (launches queued until the host waits, so a result read
-# before a synchronise fails); the GPU's own arithmetic, races between its
+# before a synchronise fails) with CUDA graphs (captured, launched, updated
+# in place: emu.h); bench_engine once with graphs and once without. The
+# GPU's own arithmetic, races between its
 # threads and speed do not (emu.h says what it cannot show).
 # x86-64 with AVX2 (the reference CPU path); no CUDA toolkit needed.
 # Usage: tests/cuda_emu/run.sh [BUILD_DIR]   (default build-cuda-emu)
@@ -63,4 +65,5 @@ echo "built $B/test_cuda_emu and $B/bench_engine_emu; running (the CUDA backend 
 # in stream order (emu.h): a result read before the host waited for it fails
 SPECBED_EMU_DEFER=1 "$B/test_cuda_emu"
 "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 3
-SPECBED_CUDA_MATMUL=cublas "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
+# the second without CUDA graphs: the plain stream-order path end to end too
+SPECBED_CUDA_GRAPHS=0 SPECBED_CUDA_MATMUL=cublas "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
