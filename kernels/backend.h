@@ -101,6 +101,12 @@ long kb_device_waits(void);   /* kb_device_counts_now's waits */
 int kb_set_cuda_matmul(const char *mode);
 const char *kb_cuda_matmul(void);
 
+/* CUDA graphs (on by default where the device passes a probe at start-up;
+ * the diagnostic SPECBED_CUDA_GRAPHS=0|1, read by kb_set_device("cuda"),
+ * turns them off or insists on them). 1 on, 0 turned off, -1 unavailable
+ * (*why says why, when why is not NULL; also without a CUDA device). */
+int kb_cuda_graphs(const char **why);
+
 typedef enum { KB_F32 = 0, KB_BF16 = 1, KB_F16 = 2 } kb_dtype;
 
 size_t kb_dtype_size(kb_dtype dt);

@@ -114,6 +114,7 @@ static struct {
     void *lib;
     blas_gemm_fn gemm;
     cublasHandle_t handle;
+    void *workspace;   /* the handle's, for the life of the process */
 } g_blas;
 
 enum { MODE_INVARIANT = 0, MODE_CUBLAS = 1 };
@@ -146,11 +147,11 @@ static int load_cublas(void) {
      * Hopper), so that a GEMM inside a capture never allocates from the
      * default pool; without the symbol, or the memory, cuBLAS keeps its own */
     blas_workspace_fn set_ws = (blas_workspace_fn)dlsym(g_blas.lib, "cublasSetWorkspace_v2");
-    void *ws = NULL;
     size_t ws_bytes = (size_t)32 << 20;
-    if (set_ws && cudaMalloc(&ws, ws_bytes) == cudaSuccess && set_ws(h, ws, ws_bytes) != CUBLAS_STATUS_SUCCESS) {
-        cudaFree(ws);
-        ws = NULL;
+    if (set_ws && cudaMalloc(&g_blas.workspace, ws_bytes) == cudaSuccess &&
+        set_ws(h, g_blas.workspace, ws_bytes) != CUBLAS_STATUS_SUCCESS) {
+        cudaFree(g_blas.workspace);
+        g_blas.workspace = NULL;
     }
     cudaGetLastError();
     g_blas.handle = h;

@@ -208,11 +208,12 @@ enum { GRAPH_CACHE = 16 };
 typedef struct { cudaGraphExec_t exec; size_t nodes; unsigned long long used; } cached_exec;
 static cached_exec g_execs[GRAPH_CACHE];
 static unsigned long long g_exec_clock;
-static int g_graphs = -1;   /* SPECBED_CUDA_GRAPHS, resolved at init */
+static int g_graphs;               /* capture regions into graphs (kb_cuda_graphs) */
+static const char *g_graphs_why;   /* why not, when the start-up probe failed */
 static int g_capturing;
 
 static void capture_begin(void) {
-    if (g_capturing || !g_async || g_graphs != 1) return;
+    if (g_capturing || !g_async || !g_graphs) return;
     cu_check(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed), "starting a CUDA graph capture");
     g_capturing = 1;
 }
@@ -467,10 +468,25 @@ static int graph_probe(const char **why) {
     return ok ? 0 : -1;
 }
 
+static int cu_set_graphs(int on) {
+    if (on && g_graphs_why) return -1;
+    pthread_mutex_lock(&g_lock);
+    wait_stream("switching CUDA graphs");   /* no capture may be running */
+    g_graphs = on;
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+
+static int cu_graphs(const char **why) {
+    if (why) *why = g_graphs_why;
+    return g_graphs_why ? -1 : g_graphs;
+}
+
 static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
     cuda_weight_rows, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
-    cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_async_begin, cu_async_end, cu_wait, cu_counts,
+    cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_set_graphs, cu_graphs, cu_async_begin, cu_async_end,
+    cu_wait, cu_counts,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {
@@ -511,16 +527,12 @@ extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errl
      * weights, cudaMemset of new allocations) stay ordered with it */
     if (!g_stream && (e = cudaStreamCreate(&g_stream)) != cudaSuccess)
         return errf(err, errlen, "CUDA device 0 (%s): cannot create a stream: %s", p.name, cudaGetErrorString(e));
-    if (g_graphs < 0) {
-        const char *v = getenv("SPECBED_CUDA_GRAPHS"), *why = NULL;
-        if (v && strcmp(v, "0") && strcmp(v, "1"))
-            return errf(err, errlen, "SPECBED_CUDA_GRAPHS=%s: expected 0 (no CUDA graphs) or 1 (the default)", v);
-        g_graphs = !(v && !strcmp(v, "0"));
-        if (g_graphs && graph_probe(&why)) {
-            fprintf(stderr, "specbed: CUDA graphs do not work on %s (%s); running without them\n", p.name, why);
-            g_graphs = 0;
-        }
+    const char *why = NULL;
+    if (graph_probe(&why)) {
+        fprintf(stderr, "specbed: CUDA graphs do not work on %s (%s); running without them\n", p.name, why);
+        g_graphs_why = why;
     }
+    g_graphs = !g_graphs_why;
     *ops = &OPS;
     return 0;
 }

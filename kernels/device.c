@@ -37,6 +37,17 @@ int kb_set_device(const char *name, char *err, size_t errlen) {
         if (mode && *mode && ops->set_matmul(mode))
             return errf(err, errlen, "SPECBED_CUDA_MATMUL=%s: expected invariant or cublas (and cuBLAS loadable)",
                         mode);
+        /* diagnostic too: CUDA graphs off (0) or required (1) */
+        const char *graphs = getenv("SPECBED_CUDA_GRAPHS"), *why = NULL;
+        if (graphs && *graphs) {
+            if (strcmp(graphs, "0") && strcmp(graphs, "1"))
+                return errf(err, errlen, "SPECBED_CUDA_GRAPHS=%s: expected 0 (no CUDA graphs) or 1 (the default)",
+                            graphs);
+            if (ops->set_graphs(graphs[0] == '1')) {
+                ops->graphs(&why);
+                return errf(err, errlen, "SPECBED_CUDA_GRAPHS=1: CUDA graphs do not work here (%s)", why);
+            }
+        }
         kb_dev_cuda = ops;
     }
     kb_dev_active = kb_dev_cuda;
@@ -74,6 +85,12 @@ int kb_set_cuda_matmul(const char *mode) {
 }
 
 const char *kb_cuda_matmul(void) { return kb_dev_cuda ? kb_dev_cuda->matmul_mode() : "invariant"; }
+
+int kb_cuda_graphs(const char **why) {
+    if (kb_dev_cuda) return kb_dev_cuda->graphs(why);
+    if (why) *why = "no CUDA device was selected";
+    return -1;
+}
 
 int kb_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
     if (!kb_dev_active) return 0;

@@ -42,6 +42,10 @@ typedef struct {
     /* matmul mode: "invariant" | "cublas"; 0 ok, -1 unknown or unavailable */
     int   (*set_matmul)(const char *mode);
     const char *(*matmul_mode)(void);
+    /* CUDA graphs: set 0 ok, -1 when on is asked of a device that failed the
+     * probe; state as backend.h kb_cuda_graphs */
+    int   (*set_graphs)(int on);
+    int   (*graphs)(const char **why);
     /* stream order: backend.h kb_async_begin / kb_async_end / kb_wait */
     void  (*async_begin)(void);
     void  (*async_end)(void);

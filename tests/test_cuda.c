@@ -571,8 +571,9 @@ static void test_engine(void) {
      * after the first of a shape update the cached graph in place (new
      * positions, a longer context) instead of instantiating another */
     if (!rc) {
-        const char *gv = getenv("SPECBED_CUDA_GRAPHS");
-        int graphs = !(gv && !strcmp(gv, "0"));
+        const char *why = NULL;
+        int graphs = kb_cuda_graphs(&why);
+        CHECKF(graphs >= 0, "CUDA graphs unavailable: %s", why ? why : "?");
         char werr[512];
         int seq = kv_seq_new(eg->kv), rows[4] = {0, 1, 2, 3};
         fwd_span sp = {.seq = seq, .n = 20, .tokens = toks};

@@ -136,7 +136,9 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
 /* CUDA graphs by stream capture: a capture collects what emu_enqueue is
  * given; a launch enqueues it again. An update succeeds when the node count
- * and every node's tag match (a GPU may accept more, never less). What a
+ * and every node's tag match (a GPU accepts some changes this refuses, such
+ * as a kernel's function, and refuses some it takes, such as a memset's new
+ * size; a refused update costs only an instantiation). What a
  * capture may not do (synchronise, allocate, free, copy from or into
  * pageable memory, launch a graph) aborts: the GPU would invalidate the
  * capture (the emulator is stricter about allocation, which relaxed mode
