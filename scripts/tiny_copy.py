@@ -54,9 +54,10 @@ random ids 0.91 of the time 24 tokens later but 0.74 at 200 and 0.19 at
 prior-free tokens was never asked for), and a span of its own prose only
 0.66-0.69 at any distance up to 400: on natural text the prior outvotes
 the copy. The probe misses are that: sil|ver -> sil|ent, qu|artz ->
-qu|ant, m|eadow -> m|ed, each with the previous token unique in the
-context (the match is not ambiguous; the copy's probability is too low:
-median 0.80 on the key tokens that pass). Tried and not adopted: 800 more
+qu|ant, m|eadow -> m|ed; 28 of the 37 missed key tokens follow a token
+that occurs only once before (the match is not ambiguous), and the copy's
+probability is low throughout: median 0.80 over all key tokens
+(copy_token_acc's misses_after_unique_token and p_copy_median). Tried and not adopted: 800 more
 steps from the bundled target with two more row kinds, random_far (random
 runs copied 32..900 back) and perturbed (repeat's spans with 15-50% of
 their tokens random, so the copy contradicts the prior), --copy-mix
@@ -283,11 +284,14 @@ def copy_token_acc(model, tok, path=None):
     the key so far, overall, per n_back and per key token index (the last
     bucket "12+"). Less noisy than copy_eval's all-or-nothing greedy check
     (≈ 500 tokens against 39 probes), and it says where inside the key the
-    copy fails."""
+    copy fails. Also: the median probability of the key token (the copy),
+    and how many missed key tokens follow a token that occurs only once
+    before it (in the plant: the earlier match is unambiguous, so the miss
+    is the prior outvoting the copy, not a wrong match)."""
     path = path or os.path.join(tc.ROOT, "workloads", "copy.jsonl")
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(l) for l in f if l.strip()]
-    by_n, by_i, hit, tot = {}, {}, 0, 0
+    by_n, by_i, hit, tot, p_copy, misses, unique_misses = {}, {}, 0, 0, [], 0, 0
     model.eval()
     with torch.no_grad():
         for r in rows:
@@ -297,17 +301,24 @@ def copy_token_acc(model, tok, path=None):
             b = tok.encode(r["prompt"] + r["expected"].rstrip("."), add_special_tokens=False).ids
             if b[:len(a)] != a:
                 raise ValueError("%s: the prompt's tokens change when the expected text follows" % r["id"])
-            pred = model(input_ids=torch.tensor([b])).logits[0].argmax(-1)
+            probs = model(input_ids=torch.tensor([b])).logits[0].float().softmax(-1)
+            pred = probs.argmax(-1)
             n = int(r["category"].split("-n")[1])
             for i in range(len(a), len(b)):
                 ok = int(pred[i - 1] == b[i])
+                p_copy.append(probs[i - 1, b[i]].item())
+                if not ok:
+                    misses += 1
+                    unique_misses += b[:i - 1].count(b[i - 1]) <= 1
                 k = str(i - len(a)) if i - len(a) < 12 else "12+"
                 for d, key in ((by_n, str(n)), (by_i, k)):
                     h, t = d.get(key, (0, 0))
                     d[key] = (h + ok, t + 1)
                 hit, tot = hit + ok, tot + 1
     frac = lambda d: {k: round(h / t, 4) for k, (h, t) in d.items()}
-    return {"acc": round(hit / tot, 4), "tokens": tot, "by_n_back": frac(by_n), "by_key_token": frac(by_i)}
+    return {"acc": round(hit / tot, 4), "tokens": tot, "by_n_back": frac(by_n), "by_key_token": frac(by_i),
+            "p_copy_median": round(float(np.median(p_copy)), 3), "misses": misses,
+            "misses_after_unique_token": unique_misses}
 
 
 def words_match(text, expected):
