@@ -153,7 +153,7 @@ static void compute(draft_stack *s, const draft_pass *p) {
         int l = p->kv_layers[i];
         layer_write_kv(s->ls, s->layers[l], s->kv, l, &rows, p->kv_x + (p->kv_shared ? 0 : (size_t)i * n * H));
     }
-    if (p->l1 > p->l0) {
+    if (DRAFT_PASS_READS_X(p->l0, p->l1, p->n_logit)) {
         for (int l = p->l0; l < p->l1; l++) layer_forward(s->ls, s->layers[l], s->kv, l, &rows, p->x);
         kb_rmsnorm(p->normed, p->x, s->norm[p->out], n, H, s->cfg.rms_norm_eps);
         vp_head_rows(s->comm, &s->head[p->out], s->N, s->width, p->normed, p->logit_rows, p->n_logit, H, s->xl,
@@ -165,8 +165,7 @@ static void compute(draft_stack *s, const draft_pass *p) {
 /* What a pass may name, checked on every rank before anything runs. */
 static int check_pass(const draft_stack *s, const draft_pass *p, char *err, size_t errlen) {
     if (p->n < 0 || p->n > s->max_rows || p->n_kv < 0 || p->n_kv > s->n_layers || p->l0 < 0 || p->l1 > s->n_layers ||
-        p->out < 0 || p->out >= s->n_out || p->n_logit < 0 || p->n_logit > p->n ||
-        (p->n_logit > 0 && p->l1 <= p->l0))
+        p->out < 0 || p->out >= s->n_out || p->n_logit < 0 || p->n_logit > p->n || p->l0 > p->l1)
         return errf(err, errlen, "draft pass: %d rows (of %d), %d K/V layers, layers %d..%d of %d, head %d of %d, "
                     "%d logit rows", p->n, s->max_rows, p->n_kv, p->l0, p->l1, s->n_layers, p->out, s->n_out,
                     p->n_logit);

@@ -66,6 +66,13 @@ int  draft_stack_tp_size(const draft_stack *s);
 int  draft_stack_head_rows(const draft_stack *s);
 int  draft_stack_vocab(const draft_stack *s);
 
+/* Whether pass p reads its rows x: when it runs layers, or runs no layer
+ * but wants logits (a head-only pass: the final norm and head of rows x
+ * already computed, e.g. one slot of a block a drafter scores only once
+ * its policy wants that slot's draft). tp.c sends x to the other ranks
+ * exactly then. */
+#define DRAFT_PASS_READS_X(l0, l1, n_logit) ((l1) > (l0) || (n_logit) > 0)
+
 typedef struct {
     int n;                   /* rows, ≤ max_rows */
     const int *seq, *pos;    /* [n] KV sequence and position (already appended to the KV cache) */
@@ -74,7 +81,8 @@ typedef struct {
     const int *kv_layers;    /* [n_kv] */
     const float *kv_x;       /* [n_kv, n, H], or [n, H] for all of them when kv_shared */
     int kv_shared;
-    int l0, l1;              /* layers run in full on x, in order (l0 = l1: none) */
+    int l0, l1;              /* layers run in full on x, in order (l0 = l1: none; then with
+                                n_logit > 0 a head-only pass: norm and head of x as it is) */
     float *x;                /* [n, H] residual stream, in place */
     int out;                 /* which final norm and head */
     float *normed;           /* out: [n, H] x after the final norm */

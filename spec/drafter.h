@@ -46,11 +46,19 @@ typedef struct spec_proposal_s {
      * probabilities), never the draft tokens — the same rule as the policy. */
     int (*keep)(void *ctx, const struct spec_proposal_s *p);
     void *keep_ctx;
+    /* Set by a drafter whose signal for draft k is known before draft k is
+     * computed (DSpark's confidence c_k reads h_k and d_{k-1}, never d_k):
+     * conf[k] is filled when keep is asked about draft k, so the policy
+     * tests draft k's own survival — exactly what it will verify — and a
+     * draft it would cut, the first one included, is never computed.
+     * Without it keep sees drafts 0..k-1 only (an upper bound) and is not
+     * asked about the first draft. */
+    int conf_ahead;
 } spec_proposal;
 
 /* Whether a drafter should draft position p->k of this request. */
 static inline int spec_wants_more(const spec_proposal *p) {
-    return p->k < p->max_k && (!p->keep || p->k == 0 || p->keep(p->keep_ctx, p));
+    return p->k < p->max_k && (!p->keep || (p->k == 0 && !p->conf_ahead) || p->keep(p->keep_ctx, p));
 }
 
 /* What the target computed for a sequence in the verify step, for drafters

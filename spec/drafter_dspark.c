@@ -34,6 +34,7 @@ typedef struct {
     /* scratch, max_rows rows */
     float *taps, *x, *hn, *logits;   /* logits [max_rows, NV] */
     float *w1row, *bias, *feat;   /* [R], [NV], [H + R] */
+    float *hn1, *lg1;             /* [H], [NV]: one slot's head-only pass (block_heads) */
     float *probs;                 /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos, *nctx, *req_of_row, *done, *lrows, *all_layers;
     float *trace_cor, *trace_base;
@@ -108,29 +109,56 @@ static void trace_row(const ds_state *s, float *dst, const float *lg) {
     else memcpy(dst, lg, sizeof(float) * (size_t)s->V);
 }
 
-/* The sequential heads over one block of request p whose normed rows are
- * hn[G, H] and base logits U[nk, NV] (nk = drafts wanted from this block).
- * prev, the Markov head's previous token, is always a target id (the
- * anchor, then each draft mapped back), so W1 [V, r] is read by target id
- * with or without a draft vocabulary; W2's rows are the NV scored ids. */
-static void block_heads(ds_state *s, spec_proposal *p, int first, const float *hn, float *U, int nk, int trace) {
+/* The sequential heads over one block of request p, whose rows start at
+ * row of the last pass (normed rows in s->hn). Slot k's Markov term and
+ * confidence read the previous draft (prev: always a target id, the anchor
+ * and then each draft mapped back, so W1 [V, r] is read by target id with
+ * or without a draft vocabulary; W2's rows are the NV scored ids), then
+ * its draft is picked from U_k + W2·W1[prev].
+ * U: the block's base logits [nk, NV] from the pass (no verify policy: all
+ * nk drafts are wanted), or NULL: drafting that stops early. Then before
+ * each slot the policy is asked (spec_wants_more) with the slot's own
+ * confidence already in conf[k] (conf_ahead: c_k never reads d_k), and
+ * only a slot it wants gets its head (a head-only pass of that row). A
+ * slot the policy would not verify costs its confidence, not its head.
+ * Returns the drafts taken, -1 on a failed pass. */
+static int block_heads(ds_state *s, spec_proposal *p, int first, int row, const float *U, int nk, int trace,
+                       char *err, size_t el) {
     const dspark_ckpt *c = &s->ck;
-    int prev = first;
-    for (int k = 0; k < nk; k++) {
-        float *lg = U + (size_t)k * s->NV;
-        if (trace && s->trace_base) trace_row(s, s->trace_base + (size_t)p->k * s->V, lg);
-        if (s->R > 0) {
-            kb_weight_row(s->w1row, &c->w1, prev);
-            kb_matmul(s->bias, s->w1row, &c->w2, 1);
-            kb_add(lg, s->bias, 1, s->NV);
-        }
+    const int H = s->H;
+    int prev = first, k = 0;
+    for (; k < nk; k++) {
+        const float *hk = s->hn + (size_t)(row + k) * H;
+        if (s->R > 0) kb_weight_row(s->w1row, &c->w1, prev);
         if (c->has_conf) {
-            memcpy(s->feat, hn + (size_t)k * s->H, sizeof(float) * (size_t)s->H);
-            if (c->conf_with_markov) memcpy(s->feat + s->H, s->w1row, sizeof(float) * (size_t)s->R);
+            memcpy(s->feat, hk, sizeof(float) * (size_t)H);
+            if (c->conf_with_markov) memcpy(s->feat + H, s->w1row, sizeof(float) * (size_t)s->R);
             float z;
             kb_matmul(&z, s->feat, &c->conf_w, 1);
             p->conf[p->k] = (float)(1.0 / (1.0 + exp(-((double)z + c->conf_b))));
             p->has_conf = 1;
+        }
+        float *lg;
+        if (U) {
+            lg = (float *)U + (size_t)k * s->NV;
+        } else {
+            p->conf_ahead = c->has_conf;
+            int want = spec_wants_more(p);
+            p->conf_ahead = 0;
+            if (!want) break;
+            static const int zero = 0;
+            draft_pass hp = {.n = 1, .seq = s->seq + row + k, .pos = s->pos + row + k, .x = s->x + (size_t)(row + k) * H,
+                             .normed = s->hn1, .n_logit = 1, .logit_rows = &zero, .logits = s->lg1};
+            kb_async_begin();
+            int rc = draft_stack_run(s->st, &hp, err, el);
+            kb_async_end();
+            if (rc) return -1;
+            lg = s->lg1;
+        }
+        if (trace && s->trace_base) trace_row(s, s->trace_base + (size_t)p->k * s->V, lg);
+        if (s->R > 0) {
+            kb_matmul(s->bias, s->w1row, &c->w2, 1);
+            kb_add(lg, s->bias, 1, s->NV);
         }
         if (trace && s->trace_cor) trace_row(s, s->trace_cor + (size_t)p->k * s->V, lg);
         int t = c->dv.n ? draft_pick_mapped(p, lg, s->NV, c->dv.d2t, s->V, s->probs, p->k)
@@ -138,6 +166,7 @@ static void block_heads(ds_state *s, spec_proposal *p, int first, const float *h
         p->draft[p->k++] = t;
         prev = t;
     }
+    return k;
 }
 
 static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t el) {
@@ -193,12 +222,13 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
                 kb_async_end();
             } else {
                 any = 1;
-                /* base logits only for the slots that become drafts */
+                /* base logits only for the slots that become drafts; under a
+                 * verify policy each slot's only once it is wanted (block_heads) */
                 int nl = 0;
                 for (int row = 0; row < nr; row += G) {
                     spec_proposal *p = &reqs[s->req_of_row[row]];
                     int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
-                    for (int i = 0; i < nk; i++) s->lrows[nl++] = row + i;
+                    for (int i = 0; i < nk && !p->keep; i++) s->lrows[nl++] = row + i;
                 }
                 draft_pass dp = {.n = nr, .seq = s->seq, .pos = s->pos, .n_ctx = s->nctx, .l0 = 0,
                                  .l1 = c->cfg.n_layers, .x = s->x, .normed = s->hn, .n_logit = nl,
@@ -212,8 +242,9 @@ static int ds_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
                     spec_proposal *p = &reqs[r];
                     int nk = p->max_k - p->k < G ? p->max_k - p->k : G;
                     int first = b ? p->draft[p->k - 1] : p->tokens[p->n_tokens - 1];
-                    block_heads(s, p, first, s->hn + (size_t)row * H, s->logits + (size_t)nl * s->NV, nk, r == 0);
-                    nl += nk;
+                    const float *U = p->keep ? NULL : s->logits + (size_t)nl * s->NV;
+                    if (block_heads(s, p, first, row, U, nk, r == 0, err, el) < 0) return -1;
+                    if (U) nl += nk;
                 }
             }
             r0 = r1;
@@ -248,7 +279,7 @@ static void ds_free(drafter *d) {
             for (int i = 0; i < s->max_seqs; i++) rq_free(&s->pend[i]);
         free(s->pend); free(s->broken); free(s->kv_seq); free(s->n_ctx);
         kb_free(s->taps); kb_free(s->x); kb_free(s->hn); kb_free(s->logits);
-        kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat); free(s->probs);
+        kb_free(s->w1row); kb_free(s->bias); kb_free(s->feat); kb_free(s->hn1); kb_free(s->lg1); free(s->probs);
         free(s->seq); free(s->pos); free(s->nctx); free(s->req_of_row); free(s->done);
         free(s->lrows); free(s->all_layers);
         free(s);
@@ -355,6 +386,8 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->w1row = kb_alloc((size_t)(s->R + 1) * sizeof(float));
     s->bias = kb_alloc(V * sizeof(float));
     s->feat = kb_alloc((H + (size_t)s->R) * sizeof(float));
+    s->hn1 = kb_alloc(H * sizeof(float));
+    s->lg1 = kb_alloc(V * sizeof(float));
     s->probs = malloc(sizeof(float) * (size_t)s->NV);
     s->seq = malloc(sizeof(int) * R);
     s->pos = malloc(sizeof(int) * R);
@@ -362,7 +395,7 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->req_of_row = malloc(sizeof(int) * R);
     s->done = calloc(S, sizeof(int));
     if (!s->kv_seq || !s->n_ctx || !s->pend || !s->broken || !s->taps || !s->x ||
-        !s->hn || !s->lrows || !s->logits || !s->w1row || !s->bias || !s->feat || !s->seq || !s->pos || !s->nctx ||
+        !s->hn || !s->lrows || !s->logits || !s->w1row || !s->bias || !s->feat || !s->hn1 || !s->lg1 || !s->seq || !s->pos || !s->nctx ||
         !s->req_of_row || !s->done || !s->probs) {
         errf(err, errlen, "dspark: out of memory");
         goto fail;

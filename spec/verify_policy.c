@@ -124,18 +124,23 @@ static void choose(void *ctx, spec_proposal *props, int n) {
  * would set it (B = k + 1 rows, τ = 1 + the survivals so far: exact for a
  * single stream) and, when the last step verified a batch of several
  * requests, as that batch ended (what its next draft had to exceed); the
- * lower of the two, so a batch's cheaper rows still get drafts. Only
+ * lower of the two, so a batch's cheaper rows still get drafts. When the
+ * drafter gives draft k's own signal ahead (conf_ahead), the bound is draft
+ * k's survival itself, and for a single stream keep() then answers exactly
+ * what choose() will: no draft is computed that is not verified. Only
  * signals fixed before each draft was drawn are read. */
 static int keep(void *ctx, const spec_proposal *p) {
     const vpolicy *s = ctx;
-    if (p->k <= 0) return 1;
+    int known = p->k + (p->conf_ahead ? 1 : 0);   /* drafts whose signal is known */
+    if (known <= 0) return 1;
     if (s->o.kind == VPOLICY_THRESHOLD) {
-        float c = signal(p, p->k - 1);
+        float c = signal(p, known - 1);
         return !(c >= 0 && c < s->o.p_min);
     }
     if (p->slot < 0 || p->slot >= s->o.max_slots) return 1;
     double tau = 1.0, bound = 1.0;
     for (int i = 0; i < p->k; i++) tau += bound *= survival_step(s, p, i);
+    if (p->conf_ahead) bound *= survival_step(s, p, p->k);
     double thr = admit_threshold(s->o.cost, tau, 1, p->k + 1);   /* this request alone */
     if (s->have_thr && s->next_thr < thr) thr = s->next_thr;
     return bound > thr;

@@ -5,14 +5,22 @@
 #include <string.h>
 #include "backend.h"
 #include "spec_run.h"
+#include "verify_policy.h"
 #include "test_util.h"
 
 static long run_counts(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept,
-                       const int *depths, int n_depths, const int *batches, int n_batches, const int *const *pp,
-                       const int *lens, int np, int gen, spec_counters *counts) {
+                       const char *policy, const int *depths, int n_depths, const int *batches, int n_batches,
+                       const int *const *pp, const int *lens, int np, int gen, spec_counters *counts) {
     char err[1024];
     drafter *d = NULL;
     if (drafter_create(&d, dopt, e, err, sizeof err) || !d) { CHECKF(0, "%s: %s", label, err); return 0; }
+    /* the bundled model's CPU curve (ms: rows 1/2/4/8 = 0.156/0.205/0.339/0.689):
+     * admission cuts at survival ≈ 0.3, so policies both draft and stop */
+    cost_curve cpu;
+    cost_curve_from_points(&cpu, (const double[]){1, 2, 4, 8}, (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3},
+                           4, "test");
+    vpolicy_kind kind = VPOLICY_FIXED;
+    if (policy && vpolicy_parse(policy, &kind)) { CHECKF(0, "%s: unknown policy %s", label, policy); policy = NULL; }
     gen_params gp = {.max_tokens = gen, .ignore_eos = 1};
     gen_result *ref = calloc((size_t)np, sizeof *ref), *out = calloc((size_t)np, sizeof *out);
     long total = 0;
@@ -24,9 +32,14 @@ static long run_counts(gen_engine *e, const drafter_opts *dopt, const char *labe
         for (int bi = 0; bi < n_batches; bi++) {
             int B = batches[bi];
             for (int start = 0; start + B <= np; start += B) {
-                spec_params sp = {.gen = gp, .depth = depth};
+                vpolicy *vp = NULL;
+                vpolicy_opts vo = {.kind = kind, .p_min = 0.5, .alpha = 0.8, .cost = &cpu, .max_slots = e->opts.max_seqs};
+                if (kind != VPOLICY_FIXED && vpolicy_create(&vp, &vo, err, sizeof err)) CHECKF(0, "%s: %s", label, err);
+                spec_params sp = {.gen = gp, .depth = depth, .verify = vpolicy_hook(vp)};
                 spec_timing tm;
-                if (spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err)) {
+                int rc = spec_run(e, d, pp + start, lens + start, B, &sp, NULL, NULL, out, &tm, err, sizeof err);
+                vpolicy_free(vp);
+                if (rc) {
                     CHECKF(0, "%s depth %d batch %d: %s", label, depth, B, err);
                     continue;
                 }
@@ -60,15 +73,15 @@ static long run_counts(gen_engine *e, const drafter_opts *dopt, const char *labe
 
 long ll_run(gen_engine *e, const drafter_opts *dopt, const char *label, int need_accept, const int *depths,
             int n_depths, const int *batches, int n_batches, const int *const *pp, const int *lens, int np, int gen) {
-    return run_counts(e, dopt, label, need_accept, depths, n_depths, batches, n_batches, pp, lens, np, gen, NULL);
+    return run_counts(e, dopt, label, need_accept, NULL, depths, n_depths, batches, n_batches, pp, lens, np, gen, NULL);
 }
 
 long ll_check_counts(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,
                      int n_depths, const int *batches, int n_batches, spec_counters *counts) {
     const int *pp[LL_NP];
     for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
-    return run_counts(e, &c->dopt, c->label, c->need_accept, depths, n_depths, batches, n_batches, pp, lens, LL_NP,
-                      LL_GEN, counts);
+    return run_counts(e, &c->dopt, c->label, c->need_accept, c->policy, depths, n_depths, batches, n_batches, pp, lens,
+                      LL_NP, LL_GEN, counts);
 }
 
 long ll_check(gen_engine *e, const ll_config *c, int prompts[LL_NP][LL_MAXP], int *lens, const int *depths,

@@ -16,6 +16,8 @@ typedef struct {
     const char *label;
     drafter_opts dopt;
     int need_accept;   /* this drafter must get drafts accepted */
+    const char *policy;   /* a verify policy (verify_policy.h name) on a CPU-shaped cost
+                             curve, so drafting stops early; NULL = fixed */
 } ll_config;
 
 /* The check over np prompts pp[i] of lens[i] tokens, gen tokens each; for

@@ -636,11 +636,11 @@ static void test_engine(void) {
     }
     /* speculation on vs off, on CUDA */
     static const int depths[3] = {1, 3, 5}, batches[2] = {1, 3};
-    ll_config cfgs[3] = {{"cuda ngram", {.name = "ngram"}, 0},
+    ll_config cfgs[3] = {{"cuda ngram", {.name = "ngram"}, 0, NULL},
                          {"cuda draft(self)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-tied"),
-                                               .max_seqs = 8}, 1},
+                                               .max_seqs = 8}, 1, NULL},
                          {"cuda dspark", {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"),
-                                          .max_seqs = 8, .quiet = 1}, 0}};
+                                          .max_seqs = 8, .quiet = 1}, 0, NULL}};
     for (int c = 0; c < 3; c++) {
         spec_counters kc[3], kg[3];
         char label[64];
@@ -667,7 +667,7 @@ static void test_engine(void) {
     if (mrc || gen_engine_create(&em, &mo, merr, sizeof merr)) {
         CHECKF(0, "engine on qwen3-tied-mtp: %s", merr);
     } else {
-        ll_config mtp = {"cuda mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}, mtpc = mtp;
+        ll_config mtp = {"cuda mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}, mtpc = mtp;
         mtpc.label = "cpu mtp";
         spec_counters kc[3], kg[3];
         use("cpu");

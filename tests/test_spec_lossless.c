@@ -35,9 +35,9 @@ static int run_bundled(int full) {
     gen_engine_opts eo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
     if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_spec_lossless"); }
     const char *wl[2] = {"code", "prose"};
-    ll_config cfgs[2] = {{"bundled ngram", {.name = "ngram"}, 1},
+    ll_config cfgs[2] = {{"bundled ngram", {.name = "ngram"}, 1, NULL},
                          {"bundled draft", {.name = "draft", .draft_model = tu_path("models/tiny-draft"), .max_seqs = 8},
-                          1}};
+                          1, NULL}};
     for (int w = 0; w < 2; w++) {
         static int prompts[LL_NP][LL_MAXP];
         int lens[LL_NP];
@@ -67,9 +67,13 @@ int main(int argc, char **argv) {
     int lens[LL_NP];
     ll_synthetic_prompts(V, prompts, lens);
     ll_config cfgs[] = {
-        {"ngram", {.name = "ngram"}, 0},
-        {"draft(self)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1},
-        {"draft(other)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-untied"), .max_seqs = 8}, 0},
+        {"ngram", {.name = "ngram"}, 0, NULL},
+        {"draft(self)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1, NULL},
+        {"draft(other)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-untied"), .max_seqs = 8}, 0, NULL},
+        /* drafting that stops early, with the signal ahead (DSpark's c_k) and without (top probability) */
+        {"dspark(confidence)", {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"), .max_seqs = 8,
+                                .quiet = 1}, 0, "confidence"},
+        {"draft(self, adaptive)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1, "adaptive"},
     };
     int nc = (int)(sizeof cfgs / sizeof cfgs[0]);
     long total_tokens[8] = {0};

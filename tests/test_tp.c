@@ -52,7 +52,7 @@ enum { NTOK = 300 };
 
 typedef struct {
     const char *dir;
-    ll_config lossless[4];   /* drafters checked under TP=2 (label NULL ends) */
+    ll_config lossless[5];   /* drafters checked under TP=2 (label NULL ends) */
 } model_case;
 
 static gen_engine_opts opts(const char *dir, kb_comm *c) {
@@ -62,16 +62,21 @@ static gen_engine_opts opts(const char *dir, kb_comm *c) {
 
 enum { DPROMPT = 40, DDEPTH = 8 };
 
+static int keep_all(void *ctx, const spec_proposal *p) { (void)ctx; (void)p; return 1; }
+
 /* One greedy proposal of DDEPTH drafts from a fresh slot, with the logits
- * behind each draft traced into trace[DDEPTH, V]. */
-static int propose_traced(drafter *d, const int *tok, const float *taps, float *trace, int *drafts) {
+ * behind each draft traced into trace[DDEPTH, V]. lazy: with a keep hook
+ * (one that wants every draft), so DSpark scores each slot in a head-only
+ * pass of its own once it is wanted (drafting that stops early). */
+static int propose_traced(drafter *d, const int *tok, const float *taps, float *trace, int *drafts, int lazy) {
     char err[1024];
     const int V = d->vocab_size;
     for (int i = 0; i < DDEPTH * V; i++) trace[i] = NAN;
     if (!strcmp(d->ops->name, "mtp")) drafter_mtp_set_trace(d, trace);
     else drafter_dspark_set_trace(d, trace, NULL);
     sampler_params sp = {.temperature = 0};
-    spec_proposal p = {.slot = 0, .tokens = tok, .n_tokens = DPROMPT, .max_k = DDEPTH, .sp = &sp};
+    spec_proposal p = {.slot = 0, .tokens = tok, .n_tokens = DPROMPT, .max_k = DDEPTH, .sp = &sp,
+                       .keep = lazy ? keep_all : NULL};
     int rc = d->ops->begin(d, 0, tok, DPROMPT, taps, err, sizeof err) || d->ops->propose(d, &p, 1, err, sizeof err);
     if (rc) CHECKF(0, "%s: %s", d->ops->name, err);
     else memcpy(drafts, p.draft, sizeof(int) * DDEPTH);
@@ -107,7 +112,16 @@ static void compare_drafter(gen_engine *tp2, const char *dir, const drafter_opts
     fwd_out fo = {.tap_layers = d1->tap_layers, .n_taps = nt, .taps = taps};
     int da[DDEPTH], db[DDEPTH];
     if (!fwd_run(tp1->fwd, tp1->kv, &bt, &fo, err, sizeof err)) {
-        int ka = propose_traced(d1, tok, taps, a, da), kb = propose_traced(d2, tok, taps, b, db);
+        int ka = propose_traced(d1, tok, taps, a, da, 0), kb = propose_traced(d2, tok, taps, b, db, 0);
+        if (!strcmp(dop->name, "dspark")) {
+            /* each slot's head alone (a head-only pass, whose rows the other
+             * rank must be sent) gives the same bits as the block's heads */
+            float *c = malloc(sizeof(float) * (size_t)DDEPTH * V);
+            int dc[DDEPTH], kc = c ? propose_traced(d2, tok, taps, c, dc, 1) : -1;
+            CHECKF(kc == kb && !memcmp(dc, db, sizeof dc) && !memcmp(c, b, sizeof(float) * (size_t)DDEPTH * V),
+                   "%s %s, TP=2: the slots' heads one at a time differ from the block's", dir, dop->name);
+            free(c);
+        }
         CHECKF(ka == DDEPTH && kb == DDEPTH, "%s %s: %d and %d drafts, wanted %d", dir, dop->name, ka, kb, DDEPTH);
         double maxd = 0;
         int compared = 0;
@@ -230,15 +244,15 @@ static void run_case(gen_engine *e, const model_case *mc, const char *workload) 
     if (!strcmp(workload, "code")) {
         compare_tp1(e, mc->dir);
         batch_invariance(e);
-        for (int c = 0; c < 4 && mc->lossless[c].label; c++)
-            if (!strcmp(mc->lossless[c].dopt.name, "mtp") || !strcmp(mc->lossless[c].dopt.name, "dspark"))
+        for (int c = 0; c < 5 && mc->lossless[c].label; c++)
+            if (!mc->lossless[c].policy && (!strcmp(mc->lossless[c].dopt.name, "mtp") || !strcmp(mc->lossless[c].dopt.name, "dspark")))
                 compare_drafter(e, mc->dir, &mc->lossless[c].dopt);
     }
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];
     int got = ll_load_prompts(e, workload, prompts, lens, LL_NP);
     if (got < LL_NP) ll_synthetic_prompts(e->m->cfg.vocab_size, prompts, lens);   /* fixtures */
-    for (int c = 0; c < 4 && mc->lossless[c].label; c++) {
+    for (int c = 0; c < 5 && mc->lossless[c].label; c++) {
         long n = ll_check(e, &mc->lossless[c], prompts, lens, depths, 8, batches, 3);
         printf("%s, TP=2, %s, %s prompts: %ld tokens compared\n", mc->dir, mc->lossless[c].label,
                got < LL_NP ? "fixture" : workload, n);
@@ -262,24 +276,28 @@ int main(int argc, char **argv) {
     snprintf(p_draft, sizeof p_draft, "%s", tu_path("models/tiny-draft"));
     snprintf(p_dhead, sizeof p_dhead, "%s", tu_path("tests/fixtures/dspark-tiny-d2t-head"));
     model_case fixtures[] = {
-        {tied, {{"ngram", {.name = "ngram"}, 0},
-                {"draft(self)", {.name = "draft", .draft_model = p_tied, .max_seqs = 8}, 1},
+        {tied, {{"ngram", {.name = "ngram"}, 0, NULL},
+                {"draft(self)", {.name = "draft", .draft_model = p_tied, .max_seqs = 8}, 1, NULL},
                 {"dspark", {.name = "dspark", .draft_model = p_fdspark, .max_seqs = 8,
-                            .quiet = 1}, 0},
+                            .quiet = 1}, 0, NULL},
                 {"dspark(d2t, reduced head)", {.name = "dspark", .draft_model = p_dhead, .max_seqs = 8,
-                                               .quiet = 1}, 0}}},
+                                               .quiet = 1}, 0, NULL},
+                /* drafting that stops early: each wanted slot's head is a
+                 * head-only pass, which the other rank must run too */
+                {"dspark(confidence)", {.name = "dspark", .draft_model = p_fdspark, .max_seqs = 8, .quiet = 1}, 0,
+                 "confidence"}}},
         {"tests/fixtures/qwen3-untied", {{NULL}}},
         {"tests/fixtures/qwen3-sharded", {{NULL}}},
-        {"tests/fixtures/qwen3-tied-mtp", {{"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
-        {"tests/fixtures/qwen3-tied-mtp2", {{"mtp(2 modules)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
-        {"tests/fixtures/qwen3-tied-mtp-d2t", {{"mtp(d2t)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0}}},
+        {"tests/fixtures/qwen3-tied-mtp", {{"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}}},
+        {"tests/fixtures/qwen3-tied-mtp2", {{"mtp(2 modules)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}}},
+        {"tests/fixtures/qwen3-tied-mtp-d2t", {{"mtp(d2t)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}}},
     };
     model_case bundled[] = {
-        {"models/tiny", {{"ngram", {.name = "ngram"}, 1},
-                         {"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 1},
+        {"models/tiny", {{"ngram", {.name = "ngram"}, 1, NULL},
+                         {"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 1, NULL},
                          {"dspark", {.name = "dspark", .draft_model = p_dspark, .max_seqs = 8,
-                                     .quiet = 1}, 1},
-                         {"draft", {.name = "draft", .draft_model = p_draft, .max_seqs = 8}, 1}}},
+                                     .quiet = 1}, 1, NULL},
+                         {"draft", {.name = "draft", .draft_model = p_draft, .max_seqs = 8}, 1, NULL}}},
     };
     const model_case *cases = part == TU_FIXTURES ? fixtures : bundled;
     int n = part == TU_FIXTURES ? (int)(sizeof fixtures / sizeof *fixtures) : 1;

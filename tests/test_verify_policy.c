@@ -3,7 +3,12 @@
  * greedy losslessness of every policy, and the distribution test that
  * separates a lossless policy from one that peeks at a sampled draft
  * before admitting it (DSpark paper, Appendix A): the peeking one must be
- * caught (chi-square far past the critical value), ours must pass. */
+ * caught (chi-square far past the critical value), ours must pass.
+ * Drafting that stops early: a drafter whose signal comes with the draft
+ * (the draft model's top probability) leaves at most one unverified draft
+ * per single-stream step; DSpark, whose confidence c_k is known before d_k
+ * (spec_proposal.conf_ahead), leaves none, and stays lossless greedy and
+ * sampled. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +52,14 @@ static void test_admit(void) {
  * then did not verify (per request), to check drafting that stops early. */
 typedef struct {
     spec_verify_hook in;
-    int worst;   /* most drafts cut from one request in one step */
+    int worst;      /* most drafts cut from one request in one step */
+    long stopped;   /* proposals that stopped drafting before max_k */
 } cut_counter;
 static void cc_choose(void *ctx, spec_proposal *props, int n) {
     cut_counter *c = ctx;
     int before[8];
     for (int r = 0; r < n && r < 8; r++) before[r] = props[r].k;
+    for (int r = 0; r < n; r++) c->stopped += props[r].k < props[r].max_k;
     c->in.choose(c->in.ctx, props, n);
     for (int r = 0; r < n && r < 8; r++)
         if (before[r] - props[r].k > c->worst) c->worst = before[r] - props[r].k;
@@ -82,6 +89,92 @@ static void peeking_choose(void *ctx, spec_proposal *props, int n) {
         for (int v = 1; v < V; v++) if (q[v] > q[best]) best = v;
         if (p->draft[0] != best) p->k = 0;
     }
+}
+
+/* DSpark (the fixture drafter, with a confidence head): its confidence
+ * c_k is known before d_k is computed, so under every policy a single
+ * stream drafts exactly what the policy verifies (0 unverified, not "at
+ * most one"), drafting does stop early, greedy output equals speculation
+ * off and sampled output keeps its distribution. */
+static void dspark_stops_early(gen_engine *e, const int **pp, const int *lens, int np, const gen_result *ref,
+                               const int *off, const gen_params *gs, const int *p1, int plen) {
+    char err[1024];
+    const char *names[3] = {"threshold", "confidence", "adaptive"};
+    vpolicy_kind kinds[3] = {VPOLICY_THRESHOLD, VPOLICY_CONFIDENCE, VPOLICY_ADAPTIVE};
+    drafter_opts dop = {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"), .max_seqs = 3,
+                        .quiet = 1};
+    drafter *d;
+    if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    cost_curve cpu;   /* the bundled model's CPU curve, as above */
+    cost_curve_from_points(&cpu, (const double[]){1, 2, 4, 8},
+                           (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+    gen_params gp = {.max_tokens = 40, .ignore_eos = 1};
+    for (int s = 0; s < 3; s++) {
+        long unv = 0, steps = 0, drafted = 0, stopped = 0;
+        int worst = 0;
+        for (int i = 0; i < np; i++) {
+            vpolicy *sc;
+            vpolicy_opts so = {.kind = kinds[s], .p_min = 0.5, .alpha = 0.8, .cost = &cpu, .max_slots = 3};
+            if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+            cut_counter cc = {.in = vpolicy_hook(sc)};
+            spec_verify_hook wrap = {.ctx = &cc, .choose = cc_choose, .observe = cc_observe, .reset = cc_reset,
+                                     .keep = cc_keep};
+            spec_params sp = {.gen = gp, .depth = 6, .verify = wrap};   /* past the block size 4: a chained block */
+            gen_result o;
+            spec_timing t = {0};
+            if (spec_run(e, d, &pp[i], &lens[i], 1, &sp, NULL, NULL, &o, &t, err, sizeof err)) {
+                CHECKF(0, "%s", err);
+            } else {
+                CHECKF(!memcmp(o.tokens, ref[i].tokens, sizeof(int) * 40), "dspark, %s alone: prompt %d differs",
+                       names[s], i);
+                gen_results_free(&o, 1);
+            }
+            unv += t.counters.unverified_tokens;
+            steps += t.counters.steps;
+            drafted += t.counters.drafted_tokens;
+            stopped += cc.stopped;
+            if (cc.worst > worst) worst = cc.worst;
+            vpolicy_free(sc);
+        }
+        printf("dspark with %s, single stream: %ld drafts verified, %ld unverified, %ld of %ld proposals stopped "
+               "early\n", names[s], drafted, unv, stopped, steps);
+        CHECKF(unv == 0 && worst == 0, "dspark with %s: %ld drafts computed and not verified", names[s], unv);
+        CHECKF(stopped > 0 && drafted > 0, "dspark with %s: drafting never stopped early or never verified (%ld, %ld)",
+               names[s], stopped, drafted);
+    }
+    /* sampled: the confidence policy on the CPU curve (the first draft pays
+     * above survival 0.31), token 2 over the same seeds as speculation off */
+    int V = e->m->cfg.vocab_size;
+    vpolicy *sc;
+    vpolicy_opts so = {.kind = VPOLICY_CONFIDENCE, .cost = &cpu, .max_slots = 3};
+    if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); drafter_free(d); return; }
+    cut_counter cc = {.in = vpolicy_hook(sc)};
+    spec_verify_hook wrap = {.ctx = &cc, .choose = cc_choose, .observe = cc_observe, .reset = cc_reset, .keep = cc_keep};
+    int *on = calloc((size_t)V, sizeof(int));
+    spec_counters cnt = {0};
+    for (int t = 0; t < 1500 && on; t++) {
+        gen_result r;
+        spec_timing tm;
+        spec_params sp = {.gen = *gs, .depth = 2, .verify = wrap};
+        sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
+        sp.gen.max_tokens = 4;
+        if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+        spec_counters_add(&cnt, &tm.counters);
+        on[r.tokens[1]]++;
+        gen_results_free(&r, 1);
+    }
+    int dof;
+    double x2 = on ? tu_chi2_two_sample(off, on, V, &dof) : 1e9;
+    printf("dspark, confidence, sampled: chi2 %.1f (dof %d, critical %.1f); drafted %ld, accepted %ld, not verified "
+           "%ld, %ld proposals stopped early\n", x2, dof, tu_chi2_crit(dof), cnt.drafted_tokens, cnt.accepted_tokens,
+           cnt.unverified_tokens, cc.stopped);
+    CHECKF(x2 < tu_chi2_crit(dof), "dspark, confidence: sampled output differs from speculation off");
+    CHECKF(cnt.unverified_tokens == 0 && cc.stopped > 0 && cnt.accepted_tokens > 0,
+           "dspark, confidence, sampled: %ld unverified, %ld stopped early, %ld accepted", cnt.unverified_tokens,
+           cc.stopped, cnt.accepted_tokens);
+    free(on);
+    vpolicy_free(sc);
+    drafter_free(d);
 }
 
 int main(void) {
@@ -171,7 +264,7 @@ int main(void) {
         }
         drafter_free(d);
     }
-    gen_results_free(ref, NP);
+    gen_result *ref0 = ref;   /* kept for the DSpark part below */
 
     /* Sampling: token 2 (the first one a verify step produces) over many
      * seeds, spec-on vs spec-off. Self-draft: q = p, so a lossless scheduler
@@ -230,8 +323,10 @@ int main(void) {
         free(on);
         vpolicy_free(sc);
     }
-    free(off);
     drafter_free(d);
+    dspark_stops_early(e, pp, lens, NP, ref0, off, &gs, p1, plen);
+    gen_results_free(ref0, NP);
+    free(off);
     gen_engine_free(e);
     return tu_done("test_verify_policy");
 }
