@@ -107,6 +107,9 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
             (double)c->committed_tokens);
     counter(&b, "spec_decode_num_empty_proposals_total", "Proposals in which the drafter had nothing to offer.",
             (double)c->empty_proposals);
+    counter(&b, "spec_decode_num_unverified_draft_tokens_total",
+            "Draft tokens the drafter computed that the verify policy then did not verify (drafting paid for nothing).",
+            (double)c->unverified_tokens);
     counter(&b, "spec_decode_faults_injected_total", "Faults injected by --inject-fault (canary validation).",
             (double)m->bs.faults_injected);
     hist(&b, "time_to_first_token_seconds", "Histogram of time to first token in seconds.", &m->ttft);

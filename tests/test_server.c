@@ -624,14 +624,17 @@ static void test_queue_full(void) {
     server_free(s);
 }
 
-/* An adaptive verify schedule (fewer drafts verified when they tend to
- * fail) is still lossless: greedy text equals the fixed-schedule server's. */
-static void test_verify_schedule(void) {
+/* A verify schedule (fewer drafts verified when they tend to fail) is
+ * still lossless: greedy text equals the fixed-schedule server's, under a
+ * batch of concurrent requests; /metrics counts the drafts computed and
+ * then not verified. With DSpark, whose confidence comes before each
+ * draft, drafting stops early there too. */
+static void test_verify_schedule(const char *drafter, const char *dir, const char *policy) {
     server_opts o;
     server_opts_default(&o);
-    o.dr.name = "draft";
-    o.dr.draft_model = tu_path("tests/fixtures/qwen3-tied");
-    o.verify.name = "adaptive";
+    o.dr.name = drafter;
+    o.dr.draft_model = tu_path(dir);
+    o.verify.name = policy;
     o.api_key = KEY;
     o.decode_log_interval = 0;
     FILE *log = tmpfile();
@@ -649,9 +652,17 @@ static void test_verify_schedule(void) {
         for (int i = 0; i < 8; i++) {
             pthread_join(th[i], NULL);
             if (MIX[i].temp == 0)
-                CHECKF(a[i].text && REF[i] && !strcmp(a[i].text, REF[i]), "adaptive schedule, job %d differs", i);
+                CHECKF(a[i].text && REF[i] && !strcmp(a[i].text, REF[i]), "%s with %s, job %d differs", drafter, policy,
+                       i);
             free(a[i].text);
         }
+        sc_resp r = call(base, "GET", "/metrics", NULL, KEY);
+        double dt = sc_metric(r.body, "specbed:spec_decode_num_draft_tokens_total");
+        double unv = sc_metric(r.body, "specbed:spec_decode_num_unverified_draft_tokens_total");
+        printf("%s with %s, 8 concurrent jobs: %g drafts verified, %g computed and not verified\n", drafter, policy, dt,
+               unv);
+        CHECKF(dt > 0 && unv >= 0, "%s with %s: draft tokens %g, unverified %g", drafter, policy, dt, unv);
+        sc_resp_free(&r);
         server_free(s);
     }
     fclose(log);
@@ -711,7 +722,8 @@ int main(void) {
         test_metrics_and_log(log);
         CHECK(idle(BASE));
         server_free(s);
-        test_verify_schedule();
+        test_verify_schedule("draft", "tests/fixtures/qwen3-tied", "adaptive");
+        test_verify_schedule("dspark", "tests/fixtures/dspark-tiny", "confidence");
     }
     fclose(log);
     for (int i = 0; i < 8; i++) free(REF[i]);

@@ -1,11 +1,14 @@
 /* bench_spec.c — what each drafter buys at each depth, on real prompts.
  *
  * For each drafter × depth 1..8 × workload, runs the workload's first
- * --num-prompts prompts one at a time (single stream, greedy) and reports
+ * --num-prompts prompts one at a time (single stream, greedy; --batch B:
+ * B at a time, one continuous batch) and reports
  * accept length (bonus included), per-position acceptance, and decode
  * tokens/s as a ratio to speculation off measured in the same run, on the
  * same prompts, each speculative run paired with a speculation-off run of
- * the same prompt just before it. Prints a table; writes CSV with --out. Greedy output is
+ * the same prompts just before it. Drafts computed and then not verified
+ * (a verify policy cut them) are counted per verify step. Prints a table;
+ * writes CSV with --out. Greedy output is
  * also compared with speculation off, and any mismatch is reported (it
  * would be a bug: speculation is lossless).
  *
@@ -19,7 +22,7 @@
  * usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]
  *                   [--drafters ngram,draft,mtp,dspark] [--schedules fixed,...]
  *                   [--cost-table FILE] [--workloads code,prose] [--num-prompts N]
- *                   [--max-tokens N] [--depths 1-8] [--out FILE.csv] [--device cpu|cuda] */
+ *                   [--max-tokens N] [--depths 1-8] [--batch B] [--out FILE.csv] [--device cpu|cuda] */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,12 +85,13 @@ int main(int argc, char **argv) {
     const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
     const char *device = "cpu";
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
-    int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1;
+    int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1, batch = 1;
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
         "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
-        "                  [--depths A-B] [--out F.csv] [--tp N (under mpirun -np N)] [--device cpu|cuda]\n";
+        "                  [--depths A-B] [--batch B (prompts per continuous batch, default 1)] [--out F.csv]\n"
+        "                  [--tp N (under mpirun -np N)] [--device cpu|cuda]\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -103,6 +107,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_spec", v)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
+        else if (!strcmp(a, "--batch")) { if (opt_int("bench_spec", a, v, 1, 64, &batch)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
             int d[SPEC_MAX_DEPTH], nd;
@@ -119,7 +124,7 @@ int main(int argc, char **argv) {
     if (cli_device_select("bench_spec", device, tp)) return 1;
     char err[1024];
     gen_engine *e;
-    gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 1};
+    gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = batch};
     tp_job job;
     if (tp_job_open(&job, "bench_spec", tp)) return 1;
     if (job.rank > 0) return tp_job_worker(&job, "bench_spec", eo);
@@ -138,9 +143,9 @@ int main(int argc, char **argv) {
         csv = fopen(tmp_out, "w");
         if (!csv) { fprintf(stderr, "bench_spec: cannot write %s\n", out); return 1; }
         csv_row h = {csv, 0};
-        const char *cols[] = {"workload", "drafter", "schedule", "depth", "accept_length", "acceptance_rate",
-                              "tokens_per_s", "speedup", "mismatches"};
-        for (int i = 0; i < 9; i++) csv_row_field(&h, cols[i]);
+        const char *cols[] = {"workload", "drafter", "schedule", "depth", "batch", "accept_length", "acceptance_rate",
+                              "tokens_per_s", "speedup", "mismatches", "unverified_per_step"};
+        for (int i = 0; i < 11; i++) csv_row_field(&h, cols[i]);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pos%d", i + 1);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pred_survival%d", i + 1);
         csv_row_end(&h);
@@ -155,26 +160,27 @@ int main(int argc, char **argv) {
         gen_result *ref = calloc((size_t)ps.count, sizeof *ref);
         double base_s = 0;
         long base_tok = 0;
-        for (int p = 0; p < ps.count; p++) {
+        for (int p = 0; p < ps.count; p += batch) {
             spec_timing t;
             spec_params sp = {.gen = gp};
-            const int *pp = ps.ids[p];
-            if (spec_run(e, NULL, &pp, &ps.n[p], 1, &sp, NULL, NULL, &ref[p], &t, err, sizeof err)) {
+            int nb = ps.count - p < batch ? ps.count - p : batch;
+            if (spec_run(e, NULL, (const int *const *)ps.ids + p, ps.n + p, nb, &sp, NULL, NULL, &ref[p], &t, err,
+                         sizeof err)) {
                 fprintf(stderr, "bench_spec: %s\n", err); return 1;
             }
             base_s += t.total_s - t.prefill_s;
-            base_tok += ref[p].n_tokens - 1;
+            for (int i = 0; i < nb; i++) base_tok += ref[p + i].n_tokens - 1;
         }
         double base_tps = base_tok / base_s;
-        printf("\nworkload %s: %d prompts, %d tokens each; speculation off %.1f tokens/s\n", w, ps.count,
-               max_tokens, base_tps);
-        printf("%-8s %-10s %5s %8s %8s %9s %7s  per-position acceptance [predicted survival]\n", "drafter",
-               "schedule", "depth", "acc.len", "acc.rate", "tokens/s", "speedup");
+        printf("\nworkload %s: %d prompts, %d tokens each, %d at a time; speculation off %.1f tokens/s\n", w, ps.count,
+               max_tokens, batch, base_tps);
+        printf("%-8s %-10s %5s %8s %8s %9s %7s %6s  per-position acceptance [predicted survival]\n", "drafter",
+               "schedule", "depth", "acc.len", "acc.rate", "tokens/s", "speedup", "unver.");
         char dcopy[256], *dsave = NULL;
         snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
             drafter_opts dop = {.name = dn, .draft_model = !strcmp(dn, "dspark") ? dspark_dir : draft_dir,
-                                .max_seqs = 1};
+                                .max_seqs = batch};
             drafter *d;
             if (drafter_create(&d, &dop, e, err, sizeof err)) {
                 fprintf(stderr, "bench_spec: %s: %s\n", dn, err);
@@ -193,47 +199,52 @@ int main(int argc, char **argv) {
             for (int depth = dmin; depth <= dmax; depth++) {
                 spec_counters cnt = {0};
                 vpolicy *sc = NULL;
-                if (vpolicy_setup(&sc, &cost, &va, e, 1, dmax, stderr, err, sizeof err)) {
+                if (vpolicy_setup(&sc, &cost, &va, e, batch, dmax, stderr, err, sizeof err)) {
                     fprintf(stderr, "bench_spec: %s\n", err);
                     return 1;
                 }
                 double s = 0, s_off = 0;
                 long tok = 0, tok_off = 0;
                 int mism = 0;
-                for (int p = 0; p < ps.count; p++) {
+                gen_result *r = calloc((size_t)batch, sizeof *r);
+                if (!r) { fprintf(stderr, "bench_spec: out of memory\n"); return 1; }
+                for (int p = 0; p < ps.count; p += batch) {
                     spec_timing t;
-                    gen_result r;
-                    /* paired: speculation off on the same prompt right before, so
+                    int nb = ps.count - p < batch ? ps.count - p : batch;
+                    const int *const *pp = (const int *const *)ps.ids + p;
+                    /* paired: speculation off on the same prompts right before, so
                      * background load drifts hit both sides alike */
                     {
                         spec_params so_ = {.gen = gp};
-                        const int *pp0 = ps.ids[p];
-                        if (spec_run(e, NULL, &pp0, &ps.n[p], 1, &so_, NULL, NULL, &r, &t, err, sizeof err)) {
+                        if (spec_run(e, NULL, pp, ps.n + p, nb, &so_, NULL, NULL, r, &t, err, sizeof err)) {
                             fprintf(stderr, "bench_spec: %s\n", err); return 1;
                         }
                         s_off += t.total_s - t.prefill_s;
-                        tok_off += r.n_tokens - 1;
-                        gen_results_free(&r, 1);
+                        for (int i = 0; i < nb; i++) tok_off += r[i].n_tokens - 1;
+                        gen_results_free(r, nb);
                     }
                     spec_params sp = {.gen = gp, .depth = depth, .verify = vpolicy_hook(sc)};
-                    const int *pp = ps.ids[p];
-                    if (spec_run(e, d, &pp, &ps.n[p], 1, &sp, NULL, NULL, &r, &t, err, sizeof err)) {
+                    if (spec_run(e, d, pp, ps.n + p, nb, &sp, NULL, NULL, r, &t, err, sizeof err)) {
                         fprintf(stderr, "bench_spec: %s\n", err); return 1;
                     }
                     s += t.total_s - t.prefill_s;
-                    tok += r.n_tokens - 1;
                     spec_counters_add(&cnt, &t.counters);
-                    mism += r.n_tokens != ref[p].n_tokens ||
-                            memcmp(r.tokens, ref[p].tokens, sizeof(int) * (size_t)r.n_tokens);
-                    gen_results_free(&r, 1);
+                    for (int i = 0; i < nb; i++) {
+                        tok += r[i].n_tokens - 1;
+                        mism += r[i].n_tokens != ref[p + i].n_tokens ||
+                                memcmp(r[i].tokens, ref[p + i].tokens, sizeof(int) * (size_t)r[i].n_tokens);
+                    }
+                    gen_results_free(r, nb);
                 }
+                free(r);
                 const spec_counters *c = &cnt;
                 spec_rates rt = spec_rates_between(NULL, c);
                 double tps = tok / s;
                 base_tps = tok_off / s_off;
                 vpolicy_free(sc);
-                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx ", dn, sn, depth, rt.accept_length,
-                       rt.acceptance_rate, tps, tps / base_tps);
+                double unv = c->steps ? (double)c->unverified_tokens / c->steps : 0;
+                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx %6.2f ", dn, sn, depth, rt.accept_length,
+                       rt.acceptance_rate, tps, tps / base_tps, unv);
                 for (int i = 0; i < depth; i++) printf(" %.2f", rt.position_rate[i]);
                 if (c->pred_survival_at[0] > 0) {
                     printf("  [");
@@ -245,23 +256,25 @@ int main(int argc, char **argv) {
                 printf("%s\n", mism ? "  MISMATCH vs speculation off" : "");
                 if (mism) rc = 1;
                 if (csv) {
-                    csv_row r = {csv, 0};
-                    csv_row_field(&r, w);
-                    csv_row_field(&r, dn);
-                    csv_row_field(&r, sn);
-                    csv_row_fieldf(&r, "%d", depth);
-                    csv_row_fieldf(&r, "%.4f", rt.accept_length);
-                    csv_row_fieldf(&r, "%.4f", rt.acceptance_rate);
-                    csv_row_fieldf(&r, "%.2f", tps);
-                    csv_row_fieldf(&r, "%.4f", tps / base_tps);
-                    csv_row_fieldf(&r, "%d", mism);
+                    csv_row row = {csv, 0};
+                    csv_row_field(&row, w);
+                    csv_row_field(&row, dn);
+                    csv_row_field(&row, sn);
+                    csv_row_fieldf(&row, "%d", depth);
+                    csv_row_fieldf(&row, "%d", batch);
+                    csv_row_fieldf(&row, "%.4f", rt.accept_length);
+                    csv_row_fieldf(&row, "%.4f", rt.acceptance_rate);
+                    csv_row_fieldf(&row, "%.2f", tps);
+                    csv_row_fieldf(&row, "%.4f", tps / base_tps);
+                    csv_row_fieldf(&row, "%d", mism);
+                    csv_row_fieldf(&row, "%.4f", unv);
                     for (int i = 0; i < dmax; i++)
-                        if (i < depth) csv_row_fieldf(&r, "%.4f", rt.position_rate[i]);
-                        else csv_row_field(&r, "");
+                        if (i < depth) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
+                        else csv_row_field(&row, "");
                     for (int i = 0; i < dmax; i++)
-                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&r, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
-                        else csv_row_field(&r, "");
-                    csv_row_end(&r);
+                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&row, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
+                        else csv_row_field(&row, "");
+                    csv_row_end(&row);
                 }
             }
             }
