@@ -251,6 +251,7 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         int k = q->depth < room ? q->depth : room;
         if (k > k_cap) k = k_cap;
         if (k < 0) k = 0;
+        if (k > 0 && q->begun && b->verify.gate && !b->verify.gate(b->verify.ctx, s, k, n_dec)) k = 0;
         b->props[np] = (spec_proposal){.slot = s, .tokens = q->tokens, .n_tokens = q->n_tokens, .max_k = k,
                                        .sp = &q->p.sp, .rng = &q->rng,
                                        .keep = b->verify.keep, .keep_ctx = b->verify.ctx,

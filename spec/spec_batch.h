@@ -58,6 +58,12 @@ typedef struct {
     /* Asked by the drafter before each further draft (spec_proposal.keep):
      * 0 when the policy would not verify it, so it is not drafted. */
     int (*keep)(void *ctx, const spec_proposal *p);
+    /* Asked before the drafter runs at all, for each request that could draft
+     * up to max_k this step among n_seqs decoding ones: 0 when drafting this
+     * step is not expected to pay for itself, so the request decodes plain
+     * (the drafter still gets its committed rows; it catches up when next
+     * asked). NULL = always draft. */
+    int (*gate)(void *ctx, int slot, int max_k, int n_seqs);
 } spec_verify_hook;
 
 typedef struct spec_batch spec_batch;

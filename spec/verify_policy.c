@@ -17,6 +17,7 @@ struct vpolicy {
     float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
     float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
     int *kmax, *ell;
+    int *skipped;                   /* [max_slots] steps the adaptive gate has kept this slot from drafting */
     float next_thr;                 /* what a further draft had to exceed in the last step (vpolicy_admit) */
     int have_thr;                   /* 0 until the first choose() */
 };
@@ -150,6 +151,39 @@ static int keep(void *ctx, const spec_proposal *p) {
     return bound > thr;
 }
 
+/* Adaptive only: whether drafting pays at all this step. The drafter's own
+ * cost (the table's draft_seconds_per_step and _per_token for n_seqs
+ * drafting together, from `specbed profile --drafter`) is what the
+ * admission rule leaves out; here it is charged against the tokens the
+ * slot's acceptance estimates promise: drafting pays if some ℓ ≤ max_k has
+ * (n + g_ℓ) / (cost(n, n + ℓ) + F + ℓ·T) > n / cost(n, n), g_ℓ = Σ_{j<ℓ}
+ * Π_{i≤j} est_i (the others' drafts taken as they were). A slot kept from
+ * drafting learns nothing, so every PROBE_EVERY-th refused step drafts
+ * anyway and refreshes its estimates. Without drafter costs in the table
+ * the gate stays open. */
+#define PROBE_EVERY 16
+static int gate(void *ctx, int slot, int max_k, int n_seqs) {
+    vpolicy *s = ctx;
+    if (s->o.kind != VPOLICY_ADAPTIVE || slot < 0 || slot >= s->o.max_slots || n_seqs < 1) return 1;
+    double F = 0, T = 0;
+    cost_curve_draft_at(s->o.cost, n_seqs, &F, &T);
+    if (F <= 0 && T <= 0) return 1;
+    const double n = n_seqs, base = n / cost_curve_at_seqs(s->o.cost, n, n);
+    double g = 0, surv = 1;
+    for (int l = 1; l <= max_k && l <= SPEC_MAX_DEPTH; l++) {
+        g += surv *= s->est[slot][l - 1];
+        if ((n + g) / (cost_curve_at_seqs(s->o.cost, n, n + l) + F + l * T) > base) {
+            s->skipped[slot] = 0;
+            return 1;
+        }
+    }
+    if (++s->skipped[slot] >= PROBE_EVERY) {
+        s->skipped[slot] = 0;
+        return 1;
+    }
+    return 0;
+}
+
 static void observe(void *ctx, const spec_proposal *p, int n_acc) {
     vpolicy *s = ctx;
     if (p->slot < 0 || p->slot >= s->o.max_slots) return;
@@ -173,6 +207,7 @@ static void reset(void *ctx, int slot) {
         s->est[slot][i] = s->glob[i] > EST_FLOOR ? s->glob[i] : EST_FLOOR;
         s->pred[slot][i] = 0.0f;
     }
+    s->skipped[slot] = 0;
 }
 
 int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errlen) {
@@ -193,7 +228,8 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
     s->a = calloc(n, sizeof *s->a);
     s->kmax = calloc(n, sizeof(int));
     s->ell = calloc(n, sizeof(int));
-    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell) {
+    s->skipped = calloc(n, sizeof(int));
+    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell || !s->skipped) {
         vpolicy_free(s);
         return errf(err, errlen, "out of memory");
     }
@@ -205,7 +241,7 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
 
 void vpolicy_free(vpolicy *s) {
     if (!s) return;
-    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell);
+    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell); free(s->skipped);
     free(s);
 }
 
@@ -217,5 +253,6 @@ spec_verify_hook vpolicy_hook(vpolicy *s) {
     h.observe = observe;
     h.reset = reset;
     h.keep = keep;
+    if (s->o.kind == VPOLICY_ADAPTIVE) h.gate = gate;
     return h;
 }

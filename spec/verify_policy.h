@@ -11,7 +11,13 @@
  *   adaptive    the same objective with per-request, per-position
  *               acceptance estimates p ← α·p_prev + (1−α)·observed (α weights
  *               HISTORY, as vLLM's 0.8 does; α = 0 keeps only the last step);
- *               with a confidence head, the estimates calibrate it instead
+ *               with a confidence head, the estimates calibrate it instead.
+ *               When the cost table has the drafter's own cost (`specbed
+ *               profile --drafter`), a request drafts in a step only if the
+ *               estimates say some depth pays for verify rows AND drafting
+ *               (the gate hook; one probe every 16 refused steps keeps the
+ *               estimates fresh): on hardware where a drafter cannot pay,
+ *               adaptive decodes plain instead of slowing down
  *
  * Lossless by construction: every signal used for position j is fixed before
  * d_j is drawn (c_j depends on d_{j−1}, never on d_j; the top probability is

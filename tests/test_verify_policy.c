@@ -77,6 +77,87 @@ static int cc_keep(void *ctx, const spec_proposal *p) {
     return c->in.keep(c->in.ctx, p);
 }
 
+/* The adaptive gate (drafting that does not pay is not started), counted. */
+typedef struct {
+    spec_verify_hook in;
+    long asked, refused;
+} gate_counter;
+static void gc_choose(void *ctx, spec_proposal *props, int n) { gate_counter *c = ctx; c->in.choose(c->in.ctx, props, n); }
+static void gc_observe(void *ctx, const spec_proposal *p, int n_acc) {
+    gate_counter *c = ctx;
+    c->in.observe(c->in.ctx, p, n_acc);
+}
+static void gc_reset(void *ctx, int slot) { gate_counter *c = ctx; c->in.reset(c->in.ctx, slot); }
+static int gc_keep(void *ctx, const spec_proposal *p) { gate_counter *c = ctx; return c->in.keep(c->in.ctx, p); }
+static int gc_gate(void *ctx, int slot, int max_k, int n_seqs) {
+    gate_counter *c = ctx;
+    int open = c->in.gate(c->in.ctx, slot, max_k, n_seqs);
+    c->asked++;
+    c->refused += !open;
+    return open;
+}
+
+/* Adaptive with the drafter's cost in the table: a drafter whose drafts are
+ * all accepted keeps drafting while drafting is cheap; one whose drafts are
+ * all rejected, or any drafter when a drafting step costs 20 verify steps,
+ * decodes plain except for one probe every 16 refused steps; without
+ * drafter costs the gate never closes. Greedy output never changes. (With
+ * the fixtures here the untied draft model's drafts are never accepted.) */
+static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np, const gen_result *ref) {
+    char err[1024];
+    static const char *const dirs[2] = {"tests/fixtures/qwen3-tied", "tests/fixtures/qwen3-untied"};
+    /* seconds per drafting step: none; cheap (a first draft of survival
+     * 0.5, the prior, already pays: 1.5 / (0.205 + 0.015) ms > 1 / 0.156 ms,
+     * and one of 0.4 no longer does); prohibitive */
+    static const double step_cost[3] = {0, 0.01e-3, 3e-3};
+    gen_params gp = {.max_tokens = 40, .ignore_eos = 1};
+    for (int di = 0; di < 2; di++) {
+        drafter_opts dop = {.name = "draft", .draft_model = tu_path(dirs[di]), .max_seqs = 3};
+        drafter *d;
+        if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+        for (int ci = 0; ci < 3; ci++) {
+            cost_curve cost;
+            cost_curve_from_points(&cost, (const double[]){1, 2, 4, 8},
+                                   (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+            cost.draft_seconds_per_step = step_cost[ci];
+            cost.draft_seconds_per_token = step_cost[ci] > 0 ? 0.005e-3 : 0;
+            vpolicy *sc;
+            vpolicy_opts so = {.kind = VPOLICY_ADAPTIVE, .alpha = 0.8, .cost = &cost, .max_slots = 3};
+            if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+            gate_counter gc = {.in = vpolicy_hook(sc)};
+            CHECK(gc.in.gate != NULL);
+            spec_verify_hook wrap = {.ctx = &gc, .choose = gc_choose, .observe = gc_observe, .reset = gc_reset,
+                                     .keep = gc_keep, .gate = gc_gate};
+            long steps = 0, accepted = 0;
+            for (int i = 0; i < np; i++) {
+                spec_params sp = {.gen = gp, .depth = 4, .verify = wrap};
+                gen_result o;
+                spec_timing t = {0};
+                if (spec_run(e, d, &pp[i], &lens[i], 1, &sp, NULL, NULL, &o, &t, err, sizeof err)) {
+                    CHECKF(0, "%s", err);
+                    continue;
+                }
+                CHECKF(!memcmp(o.tokens, ref[i].tokens, sizeof(int) * 40), "adaptive gate, %s, cost %d: prompt %d differs",
+                       dirs[di], ci, i);
+                gen_results_free(&o, 1);
+                steps += t.counters.steps;
+                accepted += t.counters.accepted_tokens;
+            }
+            printf("adaptive gate, draft model %s, drafting step %.2f ms: %ld of %ld steps kept from drafting, "
+                   "%ld drafts accepted\n", dirs[di], step_cost[ci] * 1e3, gc.refused, gc.asked, accepted);
+            CHECKF(gc.asked > 0 && gc.asked <= steps, "adaptive gate asked %ld times in %ld steps", gc.asked, steps);
+            if (ci == 0) CHECKF(gc.refused == 0, "no drafter cost, yet the gate refused %ld steps", gc.refused);
+            else if (ci == 1 && di == 0) CHECKF(gc.refused * 4 < gc.asked, "self-draft, cheap: refused %ld of %ld", gc.refused,
+                                               gc.asked);
+            else CHECKF(gc.refused * 16 >= (gc.asked - np) * 15 - 15 * np && gc.refused < gc.asked,
+                        "%s, cost %d: refused %ld of %ld (wanted all but a probe per 16)", dirs[di], ci, gc.refused,
+                        gc.asked);
+            vpolicy_free(sc);
+        }
+        drafter_free(d);
+    }
+}
+
 /* A deliberately WRONG policy: verifies draft 1 only when it happens to
  * be its distribution's most likely token. It reads the sampled token. */
 static void peeking_choose(void *ctx, spec_proposal *props, int n) {
@@ -325,6 +406,7 @@ int main(void) {
     }
     drafter_free(d);
     dspark_stops_early(e, pp, lens, NP, ref0, off, &gs, p1, plen);
+    adaptive_gate(e, pp, lens, NP, ref0);
     gen_results_free(ref0, NP);
     free(off);
     gen_engine_free(e);
