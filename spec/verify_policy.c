@@ -18,6 +18,8 @@ struct vpolicy {
     float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
     int *kmax, *ell;
     int *skipped;                   /* [max_slots] steps the adaptive gate has kept this slot from drafting */
+    int *probe_every;               /* [max_slots] refused steps between probes (PROBE_MIN doubling to PROBE_MAX) */
+    unsigned char *probed;          /* [max_slots] the last open gate was a probe */
     float next_thr;                 /* what a further draft had to exceed in the last step (vpolicy_admit) */
     int have_thr;                   /* 0 until the first choose() */
 };
@@ -158,10 +160,18 @@ static int keep(void *ctx, const spec_proposal *p) {
  * slot's acceptance estimates promise: drafting pays if some ℓ ≤ max_k has
  * (n + g_ℓ) / (cost(n, n + ℓ) + F + ℓ·T) > n / cost(n, n), g_ℓ = Σ_{j<ℓ}
  * Π_{i≤j} est_i (the others' drafts taken as they were). A slot kept from
- * drafting learns nothing, so every PROBE_EVERY-th refused step drafts
- * anyway and refreshes its estimates. Without drafter costs in the table
- * the gate stays open. */
-#define PROBE_EVERY 16
+ * drafting learns nothing, so after probe_every refused steps it drafts
+ * once anyway to refresh its estimates; a probe after which the gate is
+ * still closed doubles the interval (PROBE_MIN to PROBE_MAX: a drafter that
+ * does not pay costs 1/PROBE_MAX of its drafting, not 1/PROBE_MIN), an open
+ * gate brings it back to PROBE_MIN. Resetting it after any accepted probe
+ * instead kept DSpark, whose first drafts are often accepted but whose
+ * drafting does not pay on this CPU, probing every 16 steps: 0.74x of
+ * speculation off against ≈ 1.0x (bench/README.md). The price: a drafter
+ * that does pay but starts from the pessimistic prior (0.5) opens late.
+ * Without drafter costs in the table the gate stays open. */
+#define PROBE_MIN 16
+#define PROBE_MAX 256
 static int gate(void *ctx, int slot, int max_k, int n_seqs) {
     vpolicy *s = ctx;
     if (s->o.kind != VPOLICY_ADAPTIVE || slot < 0 || slot >= s->o.max_slots || n_seqs < 1) return 1;
@@ -173,12 +183,16 @@ static int gate(void *ctx, int slot, int max_k, int n_seqs) {
     for (int l = 1; l <= max_k && l <= SPEC_MAX_DEPTH; l++) {
         g += surv *= s->est[slot][l - 1];
         if ((n + g) / (cost_curve_at_seqs(s->o.cost, n, n + l) + F + l * T) > base) {
-            s->skipped[slot] = 0;
+            s->skipped[slot] = s->probed[slot] = 0;
+            s->probe_every[slot] = PROBE_MIN;
             return 1;
         }
     }
-    if (++s->skipped[slot] >= PROBE_EVERY) {
+    if (s->probed[slot] && s->probe_every[slot] < PROBE_MAX) s->probe_every[slot] *= 2;
+    s->probed[slot] = 0;
+    if (++s->skipped[slot] >= s->probe_every[slot]) {
         s->skipped[slot] = 0;
+        s->probed[slot] = 1;
         return 1;
     }
     return 0;
@@ -207,7 +221,8 @@ static void reset(void *ctx, int slot) {
         s->est[slot][i] = s->glob[i] > EST_FLOOR ? s->glob[i] : EST_FLOOR;
         s->pred[slot][i] = 0.0f;
     }
-    s->skipped[slot] = 0;
+    s->skipped[slot] = s->probed[slot] = 0;
+    s->probe_every[slot] = PROBE_MIN;
 }
 
 int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errlen) {
@@ -229,7 +244,9 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
     s->kmax = calloc(n, sizeof(int));
     s->ell = calloc(n, sizeof(int));
     s->skipped = calloc(n, sizeof(int));
-    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell || !s->skipped) {
+    s->probe_every = calloc(n, sizeof(int));
+    s->probed = calloc(n, 1);
+    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell || !s->skipped || !s->probe_every || !s->probed) {
         vpolicy_free(s);
         return errf(err, errlen, "out of memory");
     }
@@ -241,7 +258,7 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
 
 void vpolicy_free(vpolicy *s) {
     if (!s) return;
-    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell); free(s->skipped);
+    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell); free(s->skipped); free(s->probe_every); free(s->probed);
     free(s);
 }
 

@@ -15,7 +15,7 @@
  *               When the cost table has the drafter's own cost (`specbed
  *               profile --drafter`), a request drafts in a step only if the
  *               estimates say some depth pays for verify rows AND drafting
- *               (the gate hook; one probe every 16 refused steps keeps the
+ *               (the gate hook; a probe after 16, 32, ... 256 refused steps keeps the
  *               estimates fresh): on hardware where a drafter cannot pay,
  *               adaptive decodes plain instead of slowing down
  *

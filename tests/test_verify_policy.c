@@ -100,7 +100,7 @@ static int gc_gate(void *ctx, int slot, int max_k, int n_seqs) {
 /* Adaptive with the drafter's cost in the table: a drafter whose drafts are
  * all accepted keeps drafting while drafting is cheap; one whose drafts are
  * all rejected, or any drafter when a drafting step costs 20 verify steps,
- * decodes plain except for one probe every 16 refused steps; without
+ * decodes plain except for probes (after 16 refused steps, then 32, ...); without
  * drafter costs the gate never closes. Greedy output never changes. (With
  * the fixtures here the untied draft model's drafts are never accepted.) */
 static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np, const gen_result *ref) {
