@@ -258,7 +258,8 @@ int tp_draft_pass(tp_link *t, int id, const kv_cache *kv, const draft_pass *p, i
     if (send_head(t, &h, err, errlen) ||
         kb_comm_bcast(t->c, t->dints, draft_ints(&h) * sizeof *t->dints, 0, err, errlen) ||
         (h.n_kv && kb_comm_bcast(t->c, (void *)p->kv_x, draft_kv_floats(&h, H) * sizeof(float), 0, err, errlen)) ||
-        (DRAFT_PASS_READS_X(h.l0, h.l1, h.n_logit) && kb_comm_bcast(t->c, p->x, (size_t)p->n * H * sizeof(float), 0, err, errlen)))
+        (DRAFT_PASS_READS_X(h.l0, h.l1, h.n_logit) &&
+         kb_comm_bcast(t->c, p->x, (size_t)p->n * H * sizeof(float), 0, err, errlen)))
         return -1;
     return 0;
 }
@@ -300,7 +301,8 @@ static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
     if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_rows > draft_stack_max_rows(s) ||
         h->n_logit < 0 || h->n_logit > h->n_rows || h->n_kv < 0 || h->n_kv > draft_stack_layers(s))
         return errf(err, errlen, "tensor parallel: malformed draft pass (%d slots, %d rows)", h->n_slots, h->n_rows);
-    size_t nkv = draft_kv_floats(h, H), nx = DRAFT_PASS_READS_X(h->l0, h->l1, h->n_logit) ? (size_t)h->n_rows * H : 0;
+    size_t nkv = draft_kv_floats(h, H);
+    size_t nx = DRAFT_PASS_READS_X(h->l0, h->l1, h->n_logit) ? (size_t)h->n_rows * H : 0;
     float *rx = draft_stack_rx(s, nkv + nx);
     if (fit_dints(t, draft_ints(h), err, errlen)) return -1;
     if (!rx && nkv + nx) return errf(err, errlen, "tensor parallel: out of memory for a draft pass");

@@ -147,8 +147,9 @@ static int block_heads(ds_state *s, spec_proposal *p, int first, int row, const 
             p->conf_ahead = 0;
             if (!want) break;
             static const int zero = 0;
-            draft_pass hp = {.n = 1, .seq = s->seq + row + k, .pos = s->pos + row + k, .x = s->x + (size_t)(row + k) * H,
-                             .normed = s->hn1, .n_logit = 1, .logit_rows = &zero, .logits = s->lg1};
+            draft_pass hp = {.n = 1, .seq = s->seq + row + k, .pos = s->pos + row + k,
+                             .x = s->x + (size_t)(row + k) * H, .normed = s->hn1, .n_logit = 1, .logit_rows = &zero,
+                             .logits = s->lg1};
             kb_async_begin();
             int rc = draft_stack_run(s->st, &hp, err, el);
             kb_async_end();
@@ -395,8 +396,8 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     s->req_of_row = malloc(sizeof(int) * R);
     s->done = calloc(S, sizeof(int));
     if (!s->kv_seq || !s->n_ctx || !s->pend || !s->broken || !s->taps || !s->x ||
-        !s->hn || !s->lrows || !s->logits || !s->w1row || !s->bias || !s->feat || !s->hn1 || !s->lg1 || !s->seq || !s->pos || !s->nctx ||
-        !s->req_of_row || !s->done || !s->probs) {
+        !s->hn || !s->lrows || !s->logits || !s->w1row || !s->bias || !s->feat || !s->hn1 || !s->lg1 || !s->seq ||
+        !s->pos || !s->nctx || !s->req_of_row || !s->done || !s->probs) {
         errf(err, errlen, "dspark: out of memory");
         goto fail;
     }

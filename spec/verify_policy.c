@@ -258,7 +258,8 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
 
 void vpolicy_free(vpolicy *s) {
     if (!s) return;
-    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell); free(s->skipped); free(s->probe_every); free(s->probed);
+    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell);
+    free(s->skipped); free(s->probe_every); free(s->probed);
     free(s);
 }
 

@@ -33,7 +33,8 @@ static long run_counts(gen_engine *e, const drafter_opts *dopt, const char *labe
             int B = batches[bi];
             for (int start = 0; start + B <= np; start += B) {
                 vpolicy *vp = NULL;
-                vpolicy_opts vo = {.kind = kind, .p_min = 0.5, .alpha = 0.8, .cost = &cpu, .max_slots = e->opts.max_seqs};
+                vpolicy_opts vo = {.kind = kind, .p_min = 0.5, .alpha = 0.8, .cost = &cpu,
+                                   .max_slots = e->opts.max_seqs};
                 if (kind != VPOLICY_FIXED && vpolicy_create(&vp, &vo, err, sizeof err)) CHECKF(0, "%s: %s", label, err);
                 spec_params sp = {.gen = gp, .depth = depth, .verify = vpolicy_hook(vp)};
                 spec_timing tm;

@@ -69,7 +69,8 @@ int main(int argc, char **argv) {
     ll_config cfgs[] = {
         {"ngram", {.name = "ngram"}, 0, NULL},
         {"draft(self)", {.name = "draft", .draft_model = tu_path(target), .max_seqs = 8}, 1, NULL},
-        {"draft(other)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-untied"), .max_seqs = 8}, 0, NULL},
+        {"draft(other)", {.name = "draft", .draft_model = tu_path("tests/fixtures/qwen3-untied"), .max_seqs = 8}, 0,
+         NULL},
         /* drafting that stops early, with the signal ahead (DSpark's c_k) and without (top probability) */
         {"dspark(confidence)", {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"), .max_seqs = 8,
                                 .quiet = 1}, 0, "confidence"},

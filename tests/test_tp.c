@@ -245,7 +245,8 @@ static void run_case(gen_engine *e, const model_case *mc, const char *workload) 
         compare_tp1(e, mc->dir);
         batch_invariance(e);
         for (int c = 0; c < 5 && mc->lossless[c].label; c++)
-            if (!mc->lossless[c].policy && (!strcmp(mc->lossless[c].dopt.name, "mtp") || !strcmp(mc->lossless[c].dopt.name, "dspark")))
+            if (!mc->lossless[c].policy &&
+                (!strcmp(mc->lossless[c].dopt.name, "mtp") || !strcmp(mc->lossless[c].dopt.name, "dspark")))
                 compare_drafter(e, mc->dir, &mc->lossless[c].dopt);
     }
     static int prompts[LL_NP][LL_MAXP];

@@ -82,7 +82,10 @@ typedef struct {
     spec_verify_hook in;
     long asked, refused;
 } gate_counter;
-static void gc_choose(void *ctx, spec_proposal *props, int n) { gate_counter *c = ctx; c->in.choose(c->in.ctx, props, n); }
+static void gc_choose(void *ctx, spec_proposal *props, int n) {
+    gate_counter *c = ctx;
+    c->in.choose(c->in.ctx, props, n);
+}
 static void gc_observe(void *ctx, const spec_proposal *p, int n_acc) {
     gate_counter *c = ctx;
     c->in.observe(c->in.ctx, p, n_acc);
@@ -137,8 +140,8 @@ static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np
                     CHECKF(0, "%s", err);
                     continue;
                 }
-                CHECKF(!memcmp(o.tokens, ref[i].tokens, sizeof(int) * 40), "adaptive gate, %s, cost %d: prompt %d differs",
-                       dirs[di], ci, i);
+                CHECKF(!memcmp(o.tokens, ref[i].tokens, sizeof(int) * 40),
+                       "adaptive gate, %s, cost %d: prompt %d differs", dirs[di], ci, i);
                 gen_results_free(&o, 1);
                 steps += t.counters.steps;
                 accepted += t.counters.accepted_tokens;
@@ -147,10 +150,10 @@ static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np
                    "%ld drafts accepted\n", dirs[di], step_cost[ci] * 1e3, gc.refused, gc.asked, accepted);
             CHECKF(gc.asked > 0 && gc.asked <= steps, "adaptive gate asked %ld times in %ld steps", gc.asked, steps);
             if (ci == 0) CHECKF(gc.refused == 0, "no drafter cost, yet the gate refused %ld steps", gc.refused);
-            else if (ci == 1 && di == 0) CHECKF(gc.refused * 4 < gc.asked, "self-draft, cheap: refused %ld of %ld", gc.refused,
-                                               gc.asked);
+            else if (ci == 1 && di == 0)
+                CHECKF(gc.refused * 4 < gc.asked, "self-draft, cheap: refused %ld of %ld", gc.refused, gc.asked);
             else CHECKF(gc.refused * 16 >= (gc.asked - np) * 15 - 15 * np && gc.refused < gc.asked,
-                        "%s, cost %d: refused %ld of %ld (wanted all but a probe per 16)", dirs[di], ci, gc.refused,
+                        "%s, cost %d: refused %ld of %ld (wanted all but the probes)", dirs[di], ci, gc.refused,
                         gc.asked);
             vpolicy_free(sc);
         }
@@ -230,7 +233,8 @@ static void dspark_stops_early(gen_engine *e, const int **pp, const int *lens, i
     vpolicy_opts so = {.kind = VPOLICY_CONFIDENCE, .cost = &cpu, .max_slots = 3};
     if (vpolicy_create(&sc, &so, err, sizeof err)) { CHECKF(0, "%s", err); drafter_free(d); return; }
     cut_counter cc = {.in = vpolicy_hook(sc)};
-    spec_verify_hook wrap = {.ctx = &cc, .choose = cc_choose, .observe = cc_observe, .reset = cc_reset, .keep = cc_keep};
+    spec_verify_hook wrap = {.ctx = &cc, .choose = cc_choose, .observe = cc_observe, .reset = cc_reset,
+                             .keep = cc_keep};
     int *on = calloc((size_t)V, sizeof(int));
     spec_counters cnt = {0};
     for (int t = 0; t < 1500 && on; t++) {

@@ -272,7 +272,8 @@ int main(int argc, char **argv) {
                         if (i < depth) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
                         else csv_row_field(&row, "");
                     for (int i = 0; i < dmax; i++)
-                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&row, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
+                        if (i < depth && c->drafted_at[i])
+                            csv_row_fieldf(&row, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
                         else csv_row_field(&row, "");
                     csv_row_end(&row);
                 }
