@@ -175,6 +175,26 @@ static void peeking_choose(void *ctx, spec_proposal *props, int n) {
     }
 }
 
+/* The sampling comparison's speculative side: token 2 (the first one a
+ * verify step produces) of SEEDS runs of prompt p1 at depth 2 under hook,
+ * counted into on[V]; the runs' counters summed into cnt. */
+enum { SEEDS = 1500 };
+static void sampled_token2(gen_engine *e, drafter *d, spec_verify_hook hook, const gen_params *gs, const int *p1,
+                           int plen, int *on, spec_counters *cnt) {
+    char err[1024];
+    for (int t = 0; t < SEEDS; t++) {
+        gen_result r;
+        spec_timing tm;
+        spec_params sp = {.gen = *gs, .depth = 2, .verify = hook};
+        sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
+        sp.gen.max_tokens = 4;
+        if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
+        spec_counters_add(cnt, &tm.counters);
+        on[r.tokens[1]]++;
+        gen_results_free(&r, 1);
+    }
+}
+
 /* DSpark (the fixture drafter, with a confidence head): its confidence
  * c_k is known before d_k is computed, so under every policy a single
  * stream drafts exactly what the policy verifies (0 unverified, not "at
@@ -237,17 +257,7 @@ static void dspark_stops_early(gen_engine *e, const int **pp, const int *lens, i
                              .keep = cc_keep};
     int *on = calloc((size_t)V, sizeof(int));
     spec_counters cnt = {0};
-    for (int t = 0; t < 1500 && on; t++) {
-        gen_result r;
-        spec_timing tm;
-        spec_params sp = {.gen = *gs, .depth = 2, .verify = wrap};
-        sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
-        sp.gen.max_tokens = 4;
-        if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
-        spec_counters_add(&cnt, &tm.counters);
-        on[r.tokens[1]]++;
-        gen_results_free(&r, 1);
-    }
+    if (on) sampled_token2(e, d, wrap, gs, p1, plen, on, &cnt);
     int dof;
     double x2 = on ? tu_chi2_two_sample(off, on, V, &dof) : 1e9;
     printf("dspark, confidence, sampled: chi2 %.1f (dof %d, critical %.1f); drafted %ld, accepted %ld, not verified "
@@ -354,7 +364,6 @@ int main(void) {
     /* Sampling: token 2 (the first one a verify step produces) over many
      * seeds, spec-on vs spec-off. Self-draft: q = p, so a lossless scheduler
      * changes nothing while the peeking one over-produces the argmax. */
-    enum { SEEDS = 1500 };
     int prompt[8] = {5, 22, 39, 5, 22, 39, 5, 22}, plen = 8;
     const int *p1 = prompt;
     gen_params gs = {.max_tokens = 2, .ignore_eos = 1, .sp = {.temperature = 1.0f, .top_p = 1.0f, .top_k = 6}};
@@ -385,17 +394,7 @@ int main(void) {
         }
         int *on = calloc((size_t)V, sizeof(int));
         spec_counters cnt = {0};
-        for (int t = 0; t < SEEDS; t++) {
-            gen_result r;
-            spec_timing tm;
-            spec_params sp = {.gen = gs, .depth = 2, .verify = hook};
-            sp.gen.seed = 31337ull + 7919ull * (unsigned)t;
-            sp.gen.max_tokens = 4;
-            if (spec_run(e, d, &p1, &plen, 1, &sp, NULL, NULL, &r, &tm, err, sizeof err)) { CHECKF(0, "%s", err); break; }
-            spec_counters_add(&cnt, &tm.counters);
-            on[r.tokens[1]]++;
-            gen_results_free(&r, 1);
-        }
+        if (on) sampled_token2(e, d, hook, &gs, p1, plen, on, &cnt);
         int dof;
         double x2 = tu_chi2_two_sample(off, on, V, &dof);
         printf("%s: chi2 %.1f (dof %d, critical %.1f); drafted %ld, not verified %ld\n", label, x2, dof,
