@@ -13,7 +13,8 @@
  *     block is a full block, read partly); depth 2γ matches the reference of
  *     the chaining rule (make_drafter_fixture.py dspark_chain) where the
  *     golden has it; feeding the context incrementally through accept(),
- *     beside another request, is bit-identical. Tolerance as in
+ *     beside another request, is bit-identical; so is drafting one slot at a
+ *     time under a keep hook (each slot's head its own pass). Tolerance as in
  *     test_drafter_mtp.c: |Δ| ≤ 1e-3 · max(1, max |golden|) for logits,
  *     1e-4 for confidences (a sigmoid, |Δc| ≤ |Δz|/4) — f32 on both sides,
  *     summation order only.
@@ -36,6 +37,8 @@ static void prop(spec_proposal *p, int slot, const int *tok, int n, int max_k, f
                  const sampler_params *sp) {
     *p = (spec_proposal){.slot = slot, .tokens = tok, .n_tokens = n, .max_k = max_k, .sp = sp, .rng = rng, .q = q};
 }
+
+static int keep_all(void *ctx, const spec_proposal *p) { (void)ctx; (void)p; return 1; }
 
 static int run1(drafter *d, spec_proposal *p) {
     char err[512];
@@ -118,6 +121,20 @@ static void golden_check(gen_engine *e, const char *ddir, const char *gdir, cons
             CHECKF(pt.k == 2 && !memcmp(pt.draft, dr, 2 * sizeof(int)) && !memcmp(cor, cor2, sizeof(float) * 2 * V) &&
                        !memcmp(pt.conf, p.conf, 2 * sizeof(float)),
                    "%s %s: a trimmed block differs from the full block", label, name);
+
+        /* one slot at a time, as under a verify policy (a keep hook, here one
+         * that wants every draft): each slot's head is a head-only pass of
+         * its row, asked for after its confidence; the block's bits */
+        spec_proposal pl;
+        drafter_dspark_set_trace(d, cor2, NULL);
+        CHECK(!d->ops->begin(d, 3, x, n1, taps, err, sizeof err));
+        prop(&pl, 3, x, n1, G, q, &rng, &greedy);
+        pl.keep = keep_all;
+        if (!run1(d, &pl))
+            CHECKF(pl.k == G && !memcmp(pl.draft, p.draft, sizeof(int) * (size_t)G) &&
+                       !memcmp(cor, cor2, sizeof(float) * (size_t)G * V) &&
+                       !memcmp(pl.conf, p.conf, sizeof(float) * (size_t)G),
+                   "%s %s: the slots' heads one at a time differ from the block's", label, name);
 
         /* chained: depth 2γ (and 2γ+1 is not more than 16 for γ ≤ 5) */
         long nct;
