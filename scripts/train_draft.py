@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.25, help="share of copy rows (tiny_copy.py)")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-draft"))
+    tc.add_precision_arg(ap)
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -71,7 +72,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         x = batcher.next()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with tc.autocast(args.precision):
             with torch.no_grad():
                 tl = target(input_ids=x[:, :-1]).logits.float()
             logits = model(input_ids=x[:, :-1]).logits.float()

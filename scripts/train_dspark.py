@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--name", default="dspark", help="WORK/NAME.ckpt and WORK/NAME.log")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
+    tc.add_precision_arg(ap)
     args = ap.parse_args()
 
     tc.setup_torch(args.seed)
@@ -208,7 +209,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         x = batcher.next()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with tc.autocast(args.precision):
             loss, parts = dspark_loss(model, stack, target, x, args, gen)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--copy-frac", type=float, default=0.25)
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
+    tc.add_precision_arg(ap)
     args = ap.parse_args()
 
     tc.setup_torch(args.seed)
@@ -100,7 +101,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         x = batcher.next()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with tc.autocast(args.precision):
             loss, ce, agree = mtp_loss(mtp, target, x)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -62,6 +62,7 @@ def main():
                     help="decoder layers of a target trained from scratch (without --init)")
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random[,far,perturbed] shares of the copy rows")
+    tc.add_precision_arg(ap)
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -109,7 +110,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         x = batcher.next()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with tc.autocast(args.precision):
             logits = model(input_ids=x[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
         loss.backward()
@@ -127,7 +128,7 @@ def main():
         if step % 250 == 0 or step == args.steps:
             tc.save_ckpt(ckpt, step, {"model": model}, opt, {"torch_rng": torch.get_rng_state()})
         if step % 500 == 0 and step < args.steps:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with tc.autocast(args.precision):
                 tc.log("val loss %s" % eval_loss(model, args.seq, 16), logf)
 
     # Write the bf16 artefact and measure what is shipped.

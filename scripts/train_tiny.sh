@@ -16,7 +16,10 @@
 #   --only STEP  run just STEP
 #   --resume     keep scratch/tiny/*.ckpt (continue interrupted training);
 #                by default the checkpoints of the steps being run are removed
-# Environment: SPECBED_THREADS (default 2) torch threads. Seeds are fixed in
+# Environment: SPECBED_THREADS (default 2) torch threads; PRECISION (default
+# bf16, the recorded recipe; f32 on a CPU without AVX-512, where torch's bf16
+# autocast is emulated: 104 against 1,996 tok/s on an AVX2-only EPYC) for
+# every trainer's --precision. Seeds are fixed in
 # each script's defaults; on another CPU the weights differ in the last bits
 # (float reduction order), not in kind.
 # Wall time on 2 shared cores (AMD EPYC, AVX-512 bf16): see models/README.md.
@@ -42,6 +45,8 @@ PY="$ROOT/.venv/bin/python"
 WORK="$ROOT/scratch/tiny"
 mkdir -p "$WORK"
 export SPECBED_THREADS="${SPECBED_THREADS:-2}"
+PRECISION="${PRECISION:-bf16}"
+case "$PRECISION" in bf16|f32) ;; *) echo "train_tiny.sh: PRECISION must be bf16 or f32, not $PRECISION" >&2; exit 2 ;; esac
 # Busy-waiting OpenMP threads collapse throughput 5x when another process holds a core.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
@@ -58,16 +63,19 @@ run_step() {
                  --vocab-size 4096 --model-max-length 1024 --out models/tiny
                rm -rf "$WORK/data" ;;
     workloads) (cd scripts && "$PY" tiny_workloads.py) ;;
-    target)    (cd scripts && "$PY" train_target.py --steps 2200 --seed 1 --out "$WORK/stage1") ;;
-    copy)      (cd scripts && "$PY" train_target.py --init "$WORK/stage1" --copy-frac 0.5 --max-back 900 \
+    target)    (cd scripts && "$PY" train_target.py --precision "$PRECISION" --steps 2200 --seed 1 \
+                 --out "$WORK/stage1") ;;
+    copy)      (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage1" --copy-frac 0.5 \
+                 --max-back 900 \
                  --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy) ;;
-    mtp)       (cd scripts && "$PY" train_mtp.py --steps 800 --seed 2) ;;
+    mtp)       (cd scripts && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2) ;;
     # dspark: stage 1 trains one block (DeepSpec's recipe); the chained
     # fine-tune then trains block 1 of depth > γ as the engine chains it.
-    dspark)    (cd scripts && "$PY" train_dspark.py --steps 1600 --seed 3 --out "$WORK/dspark_stage1" &&
-                "$PY" train_dspark.py --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
+    dspark)    (cd scripts && "$PY" train_dspark.py --precision "$PRECISION" --steps 1600 --seed 3 \
+                  --out "$WORK/dspark_stage1" &&
+                "$PY" train_dspark.py --precision "$PRECISION" --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
                   --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
-    draft)     (cd scripts && "$PY" train_draft.py --steps 400 --seed 4) ;;
+    draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
                 "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json") ;;
     goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
