@@ -107,6 +107,10 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
             (double)c->committed_tokens);
     counter(&b, "spec_decode_num_empty_proposals_total", "Proposals in which the drafter had nothing to offer.",
             (double)c->empty_proposals);
+    counter(&b, "spec_decode_num_gated_steps_total",
+            "Sequence steps the verify policy kept from drafting because drafting would not pay (adaptive with "
+            "the drafter's cost); not counted in spec_decode_num_verify_steps_total.",
+            (double)c->gated_steps);
     counter(&b, "spec_decode_num_unverified_draft_tokens_total",
             "Draft tokens the drafter computed that the verify policy then did not verify (drafting paid for nothing).",
             (double)c->unverified_tokens);

@@ -102,8 +102,9 @@ void drafter_free(drafter *d) {
 void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *counters, int depth) {
     spec_rates c = spec_rates_between(NULL, counters);
     fprintf(f, "drafter %s, depth %d: %ld drafts, %ld drafted, %ld accepted, %ld empty proposals, "
-            "%ld drafted but not verified (verify policy)\n", d->ops->name, depth, c.drafts, c.drafted_tokens,
-            c.accepted_tokens, c.empty_proposals, c.unverified_tokens);
+            "%ld drafted but not verified (verify policy), %ld steps not drafted (the policy's gate)\n",
+            d->ops->name, depth, c.drafts, c.drafted_tokens, c.accepted_tokens, c.empty_proposals,
+            c.unverified_tokens, c.gated_steps);
     fprintf(f, "accept length %.3f (committed per verify step, bonus included), acceptance rate %.3f\n",
             c.accept_length, c.acceptance_rate);
     fprintf(f, "per-position acceptance:");

@@ -33,6 +33,7 @@ struct spec_batch {
     int *span_slot, *span_row0, *span_verify;
     int *logit_rows, *logit_of_row, *rowtok, *committed;
     int *k_proposed;            /* [n_slots] drafts proposed before scheduling */
+    unsigned char *gated;       /* [n_slots] by slot: the policy's gate kept it from drafting this step */
     float *logits, *probs, *scratch, *taps, *qbuf;
     spec_proposal *props;
     spec_accept *accs;
@@ -97,10 +98,11 @@ int spec_batch_create(spec_batch **out, gen_engine *e, drafter *d, int default_d
     b->accs = calloc(S, sizeof *b->accs);
     b->corrupt = calloc(R, 1);
     b->k_proposed = calloc(S, sizeof(int));
+    b->gated = calloc(S, 1);
     b->lrow_tok = calloc(R, sizeof(int));
     b->lrow_pos = calloc(R, sizeof(int));
     b->vk = calloc(S, sizeof(int));
-    if (!b->corrupt || !b->k_proposed || !b->lrow_tok || !b->lrow_pos || !b->vk || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
+    if (!b->corrupt || !b->k_proposed || !b->gated || !b->lrow_tok || !b->lrow_pos || !b->vk || !b->r || !b->spans || !b->span_slot || !b->span_row0 || !b->span_verify || !b->logit_rows ||
         !b->logit_of_row || !b->rowtok || !b->committed || !b->logits || !b->probs || !b->scratch ||
         (b->n_taps && !b->taps) || (d && !b->qbuf) || !b->props || !b->accs) {
         spec_batch_free(b);
@@ -119,6 +121,7 @@ void spec_batch_free(spec_batch *b) {
     free(b->probs); free(b->scratch); free(b->taps); free(b->qbuf); free(b->props); free(b->accs);
     free(b->corrupt);
     free(b->k_proposed);
+    free(b->gated);
     free(b->lrow_tok); free(b->lrow_pos); free(b->vk);
     free(b);
 }
@@ -251,7 +254,8 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         int k = q->depth < room ? q->depth : room;
         if (k > k_cap) k = k_cap;
         if (k < 0) k = 0;
-        if (k > 0 && q->begun && b->verify.gate && !b->verify.gate(b->verify.ctx, s, k, n_dec)) k = 0;
+        b->gated[s] = k > 0 && q->begun && b->verify.gate && !b->verify.gate(b->verify.ctx, s, k, n_dec);
+        if (b->gated[s]) k = 0;
         b->props[np] = (spec_proposal){.slot = s, .tokens = q->tokens, .n_tokens = q->n_tokens, .max_k = k,
                                        .sp = &q->p.sp, .rng = &q->rng,
                                        .keep = b->verify.keep, .keep_ctx = b->verify.ctx,
@@ -418,7 +422,9 @@ int spec_batch_step(spec_batch *b, char *err, size_t errlen) {
         memcpy(ct, pr->draft, sizeof(int) * (size_t)a);
         ct[a] = next;
         b->st.verify_seq_steps++;
-        if (d && q->begun) {
+        if (d && q->begun && b->gated[s]) {
+            b->ctr.gated_steps++;
+        } else if (d && q->begun) {
             spec_counters *c = &b->ctr;
             c->steps++;
             c->committed_tokens += a + 1;

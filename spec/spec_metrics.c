@@ -14,6 +14,7 @@ spec_rates spec_rates_between(const spec_counters *before, const spec_counters *
     r.committed_tokens = a->committed_tokens - b->committed_tokens;
     r.empty_proposals = a->empty_proposals - b->empty_proposals;
     r.unverified_tokens = a->unverified_tokens - b->unverified_tokens;
+    r.gated_steps = a->gated_steps - b->gated_steps;
     r.draft_s = a->draft_s - b->draft_s;
     r.drafted = r.drafts > 0;
     r.accept_length = r.steps > 0 ? (double)r.committed_tokens / (double)r.steps : 0.0;
@@ -34,6 +35,7 @@ void spec_counters_add(spec_counters *acc, const spec_counters *x) {
     acc->committed_tokens += x->committed_tokens;
     acc->empty_proposals += x->empty_proposals;
     acc->unverified_tokens += x->unverified_tokens;
+    acc->gated_steps += x->gated_steps;
     acc->draft_s += x->draft_s;
     for (int i = 0; i < SPEC_MAX_DEPTH; i++) {
         acc->drafted_at[i] += x->drafted_at[i];

@@ -27,12 +27,17 @@ typedef struct {
     long drafts;                          /* proposals with k ≥ 1 that were verified */
     long drafted_tokens;                  /* Σ k proposed and verified */
     long accepted_tokens;                 /* Σ drafts accepted */
-    long steps;                           /* verify steps (sequence × step) of speculating requests */
+    long steps;                           /* verify steps (sequence × step) of speculating requests; a
+                                             step the verify policy's gate kept from drafting is not
+                                             one (vLLM counts no draft where speculation was off), so
+                                             accept length stays the drafter's, not the gate's */
     long committed_tokens;                /* Σ tokens committed by those steps (bonus included) */
     long drafted_at[SPEC_MAX_DEPTH];      /* drafts that reached position i (0-based) */
     long accepted_at[SPEC_MAX_DEPTH];     /* drafts accepted at position i */
     long empty_proposals;                 /* the drafter had nothing to offer (k = 0) */
     long unverified_tokens;               /* drafted, then left out by the verify policy */
+    long gated_steps;                     /* verify steps the policy's gate kept from drafting (adaptive
+                                             with the drafter's cost: drafting would not have paid) */
     double pred_survival_at[SPEC_MAX_DEPTH]; /* Σ predicted survival Π_{j≤i} conf_j over verified
                                                 drafts reaching i (confidence heads only): ÷
                                                 drafted_at[i] vs accepted_at[i] ÷ drafted_at[i]
@@ -42,6 +47,7 @@ typedef struct {
 
 typedef struct {
     long drafts, drafted_tokens, accepted_tokens, steps, committed_tokens, empty_proposals, unverified_tokens;
+    long gated_steps;
     int drafted;                          /* drafts > 0 */
     double accept_length;                 /* committed ÷ steps; 0 when steps = 0 */
     double acceptance_rate;               /* accepted ÷ drafted; 0 when nothing drafted */

@@ -131,7 +131,7 @@ static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np
             CHECK(gc.in.gate != NULL);
             spec_verify_hook wrap = {.ctx = &gc, .choose = gc_choose, .observe = gc_observe, .reset = gc_reset,
                                      .keep = gc_keep, .gate = gc_gate};
-            long steps = 0, accepted = 0;
+            long steps = 0, accepted = 0, gated = 0;
             for (int i = 0; i < np; i++) {
                 spec_params sp = {.gen = gp, .depth = 4, .verify = wrap};
                 gen_result o;
@@ -143,9 +143,13 @@ static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np
                 CHECKF(!memcmp(o.tokens, ref[i].tokens, sizeof(int) * 40),
                        "adaptive gate, %s, cost %d: prompt %d differs", dirs[di], ci, i);
                 gen_results_free(&o, 1);
-                steps += t.counters.steps;
+                steps += t.counters.steps + t.counters.gated_steps;
                 accepted += t.counters.accepted_tokens;
+                gated += t.counters.gated_steps;
+                CHECK(t.counters.committed_tokens == t.counters.steps + t.counters.accepted_tokens);
             }
+            /* a gated step is counted as such, not as a verify step of accept length 1 */
+            CHECKF(gated == gc.refused, "%ld gated steps counted, the gate refused %ld", gated, gc.refused);
             printf("adaptive gate, draft model %s, drafting step %.2f ms: %ld of %ld steps kept from drafting, "
                    "%ld drafts accepted\n", dirs[di], step_cost[ci] * 1e3, gc.refused, gc.asked, accepted);
             CHECKF(gc.asked > 0 && gc.asked <= steps, "adaptive gate asked %ld times in %ld steps", gc.asked, steps);

@@ -152,6 +152,7 @@ static int write_stats(const char *path, const gen_opts *o, const gen_result *r,
         cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", 100.0 * c.acceptance_rate);
         cJSON_AddNumberToObject(j, "specbed_empty_proposals", (double)c.empty_proposals);
         cJSON_AddNumberToObject(j, "specbed_unverified_draft_tokens", (double)c.unverified_tokens);
+        cJSON_AddNumberToObject(j, "specbed_gated_steps", (double)c.gated_steps);
         cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
         for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(c.position_rate[i]));
     }
