@@ -18,7 +18,8 @@
 #                by default the checkpoints of the steps being run are removed
 # Environment: SPECBED_THREADS (default 2) torch threads; PRECISION (default
 # bf16, the recorded recipe; f32 on a CPU without AVX-512, where torch's bf16
-# autocast is emulated: 104 against 1,996 tok/s on an AVX2-only EPYC) for
+# autocast is emulated: 100 against 1,846 tok/s on an AVX2-only EPYC,
+# scripts/train_speed.py) for
 # every trainer's --precision. Seeds are fixed in
 # each script's defaults; on another CPU the weights differ in the last bits
 # (float reduction order), not in kind.

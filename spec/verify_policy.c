@@ -17,9 +17,11 @@ struct vpolicy {
     float glob[SPEC_MAX_DEPTH];     /* pooled estimates: the starting point of a new request */
     float (*a)[SPEC_MAX_DEPTH];     /* scratch survival curves [max_slots] */
     int *kmax, *ell;
-    int *skipped;                   /* [max_slots] steps the adaptive gate has kept this slot from drafting */
-    int *probe_every;               /* [max_slots] refused steps between probes (PROBE_MIN doubling to PROBE_MAX) */
-    unsigned char *probed;          /* [max_slots] the last open gate was a probe */
+    struct gate_slot {              /* [max_slots] the adaptive gate's state of each slot */
+        int skipped;                /* steps kept from drafting since the last draft */
+        int every;                  /* refused steps between probes (PROBE_MIN doubling to PROBE_MAX) */
+        int probed;                 /* the last open gate was a probe */
+    } *gs;
     float next_thr;                 /* what a further draft had to exceed in the last step (vpolicy_admit) */
     int have_thr;                   /* 0 until the first choose() */
 };
@@ -160,7 +162,7 @@ static int keep(void *ctx, const spec_proposal *p) {
  * slot's acceptance estimates promise: drafting pays if some ℓ ≤ max_k has
  * (n + g_ℓ) / (cost(n, n + ℓ) + F + ℓ·T) > n / cost(n, n), g_ℓ = Σ_{j<ℓ}
  * Π_{i≤j} est_i (the others' drafts taken as they were). A slot kept from
- * drafting learns nothing, so after probe_every refused steps it drafts
+ * drafting learns nothing, so after `every` refused steps it drafts
  * once anyway to refresh its estimates; a probe after which the gate is
  * still closed doubles the interval (PROBE_MIN to PROBE_MAX: a drafter that
  * does not pay costs 1/PROBE_MAX of its drafting, not 1/PROBE_MIN), an open
@@ -174,7 +176,7 @@ static int keep(void *ctx, const spec_proposal *p) {
 #define PROBE_MAX 256
 static int gate(void *ctx, int slot, int max_k, int n_seqs) {
     vpolicy *s = ctx;
-    if (s->o.kind != VPOLICY_ADAPTIVE || slot < 0 || slot >= s->o.max_slots || n_seqs < 1) return 1;
+    if (slot < 0 || slot >= s->o.max_slots || n_seqs < 1) return 1;   /* installed for adaptive only */
     double F = 0, T = 0;
     cost_curve_draft_at(s->o.cost, n_seqs, &F, &T);
     if (F <= 0 && T <= 0) return 1;
@@ -183,19 +185,15 @@ static int gate(void *ctx, int slot, int max_k, int n_seqs) {
     for (int l = 1; l <= max_k && l <= SPEC_MAX_DEPTH; l++) {
         g += surv *= s->est[slot][l - 1];
         if ((n + g) / (cost_curve_at_seqs(s->o.cost, n, n + l) + F + l * T) > base) {
-            s->skipped[slot] = s->probed[slot] = 0;
-            s->probe_every[slot] = PROBE_MIN;
+            s->gs[slot] = (struct gate_slot){.every = PROBE_MIN};
             return 1;
         }
     }
-    if (s->probed[slot] && s->probe_every[slot] < PROBE_MAX) s->probe_every[slot] *= 2;
-    s->probed[slot] = 0;
-    if (++s->skipped[slot] >= s->probe_every[slot]) {
-        s->skipped[slot] = 0;
-        s->probed[slot] = 1;
-        return 1;
-    }
-    return 0;
+    struct gate_slot *g1 = &s->gs[slot];
+    if (g1->probed && g1->every < PROBE_MAX) g1->every *= 2;
+    g1->probed = ++g1->skipped >= g1->every;   /* a probe: draft once anyway */
+    if (g1->probed) g1->skipped = 0;
+    return g1->probed;
 }
 
 static void observe(void *ctx, const spec_proposal *p, int n_acc) {
@@ -221,8 +219,7 @@ static void reset(void *ctx, int slot) {
         s->est[slot][i] = s->glob[i] > EST_FLOOR ? s->glob[i] : EST_FLOOR;
         s->pred[slot][i] = 0.0f;
     }
-    s->skipped[slot] = s->probed[slot] = 0;
-    s->probe_every[slot] = PROBE_MIN;
+    s->gs[slot] = (struct gate_slot){.every = PROBE_MIN};
 }
 
 int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errlen) {
@@ -243,10 +240,8 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
     s->a = calloc(n, sizeof *s->a);
     s->kmax = calloc(n, sizeof(int));
     s->ell = calloc(n, sizeof(int));
-    s->skipped = calloc(n, sizeof(int));
-    s->probe_every = calloc(n, sizeof(int));
-    s->probed = calloc(n, 1);
-    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell || !s->skipped || !s->probe_every || !s->probed) {
+    s->gs = calloc(n, sizeof *s->gs);
+    if (!s->est || !s->pred || !s->a || !s->kmax || !s->ell || !s->gs) {
         vpolicy_free(s);
         return errf(err, errlen, "out of memory");
     }
@@ -258,8 +253,7 @@ int vpolicy_create(vpolicy **out, const vpolicy_opts *o, char *err, size_t errle
 
 void vpolicy_free(vpolicy *s) {
     if (!s) return;
-    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell);
-    free(s->skipped); free(s->probe_every); free(s->probed);
+    free(s->est); free(s->pred); free(s->a); free(s->kmax); free(s->ell); free(s->gs);
     free(s);
 }
 

@@ -19,6 +19,14 @@
 
 
 
+/* The bundled model's CPU curve (ms: rows 1/2/4/8 = 0.156/0.205/0.339/0.689). */
+static cost_curve cpu_cost(void) {
+    cost_curve c;
+    cost_curve_from_points(&c, (const double[]){1, 2, 4, 8}, (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3},
+                           4, "test");
+    return c;
+}
+
 static cost_curve flat_cost(double slope) {
     double rows[64], sec[64];
     for (int i = 0; i < 64; i++) { rows[i] = i + 1; sec[i] = 1e-3 * (1 + slope * i); }
@@ -119,9 +127,7 @@ static void adaptive_gate(gen_engine *e, const int **pp, const int *lens, int np
         drafter *d;
         if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
         for (int ci = 0; ci < 3; ci++) {
-            cost_curve cost;
-            cost_curve_from_points(&cost, (const double[]){1, 2, 4, 8},
-                                   (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+            cost_curve cost = cpu_cost();
             cost.draft_seconds_per_step = step_cost[ci];
             cost.draft_seconds_per_token = step_cost[ci] > 0 ? 0.005e-3 : 0;
             vpolicy *sc;
@@ -213,9 +219,7 @@ static void dspark_stops_early(gen_engine *e, const int **pp, const int *lens, i
                         .quiet = 1};
     drafter *d;
     if (drafter_create(&d, &dop, e, err, sizeof err)) { CHECKF(0, "%s", err); return; }
-    cost_curve cpu;   /* the bundled model's CPU curve, as above */
-    cost_curve_from_points(&cpu, (const double[]){1, 2, 4, 8},
-                           (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+    cost_curve cpu = cpu_cost();
     gen_params gp = {.max_tokens = 40, .ignore_eos = 1};
     for (int s = 0; s < 3; s++) {
         long unv = 0, steps = 0, drafted = 0, stopped = 0;
@@ -327,9 +331,7 @@ int main(void) {
              * 0.156/0.205/0.339/0.689) the last step's final threshold was
              * often below the next step's own, and drafting ran past the cut. */
             if (s > 0) {
-                cost_curve cpu;
-                cost_curve_from_points(&cpu, (const double[]){1, 2, 4, 8},
-                                       (const double[]){0.156e-3, 0.205e-3, 0.339e-3, 0.689e-3}, 4, "test");
+                cost_curve cpu = cpu_cost();
                 vpolicy_opts so1 = so;
                 so1.cost = &cpu;
                 long unv = 0, steps = 0;
