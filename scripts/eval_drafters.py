@@ -20,13 +20,19 @@ fraction of steps with at least k accepted. DSpark runs its trained block
 rule, DSpark.draft with n_blocks > 1) for K > γ; MTP chains its one module on its own
 output; the draft model runs autoregressively with its own KV.
 
-Usage: eval_drafters.py [--prompts N] [--prompt-len P] [--gen G] [--depth K] [--drafters mtp,dspark,draft] [--out FILE]
+With --copy D1,D2,..: instead, per-position drafting inside a span of random
+ids repeated D tokens back (copy_eval): what each drafter can copy from its
+context, with no prior or bigram to lean on.
+
+Usage: eval_drafters.py [--prompts N] [--prompt-len P] [--gen G] [--depth K] [--drafters mtp,dspark,draft]
+                        [--dspark DIR] [--copy D1,D2,..] [--out FILE]
 """
 import argparse
 import json
 import math
 import os
 
+import numpy as np
 import torch
 
 import tiny_common as tc
@@ -126,6 +132,58 @@ def score(drafts, seq, anchors, K):
     return ok.sum(1)  # accepted drafts per step
 
 
+def drafts_of(name, dr, target, tstack, seq, anchors, K):
+    """drafts [A, K] (and DSpark's confidences or None) of drafter `name` at
+    each anchor of seq, the committed prefix being seq[..anchor]."""
+    if name == "mtp":
+        H = target.model(input_ids=seq.unsqueeze(0)).last_hidden_state[0]
+        return mtp_drafts(dr, target, seq, H, anchors, K), None
+    if name == "draft":
+        return stack_drafts(dr, seq, anchors, K), None
+    taps, _ = tstack.taps(seq.unsqueeze(0), dr.target_layer_ids)
+    return dspark_drafts(dr, taps[0], seq, anchors, K)
+
+
+def copy_rows(n, d, span, seed=0):
+    """n prose validation windows with a span of `span` random ordinary ids
+    planted at position 50 and written again d tokens later (tiny_copy's
+    span_copy_acc rows), and the anchors inside the repeat that leave K=5
+    tokens of it to draft."""
+    rng = np.random.default_rng(seed)
+    x = tc.eval_windows("prose", "val", 1024, n)
+    rows = []
+    for i in range(n):
+        r = x[i].numpy().copy()[:50 + d + span + 1]
+        s = rng.integers(256, 4092, size=span)
+        r[50:50 + span] = s
+        r[50 + d:50 + d + span] = s
+        rows.append(torch.from_numpy(r.astype("int64")))
+    return rows
+
+
+def copy_eval(drafters, target, tstack, K, distances, span=48, n=8):
+    """Per-slot drafting on a copied span: the anchor is inside the repeat,
+    so the next K tokens are a copy of tokens d back that nothing but the
+    context predicts (random ids: no prior, no bigram). Position k = share of
+    anchors whose drafts 1..k equal the repeat; the target's own argmax on
+    the same rows is the ceiling (what a verify step would accept)."""
+    out = {}
+    for d in distances:
+        rows = copy_rows(n, d, span)
+        lo, hi = 50 + d + 2, 50 + d + span - K - 1
+        anchors = torch.arange(lo, hi)
+        with torch.no_grad():
+            tgt = torch.stack([target(input_ids=r.unsqueeze(0)).logits[0].argmax(-1) for r in rows])
+        out[str(d)] = {"target_next_token": round(float(np.mean(
+            [(tgt[i, lo:hi + K - 1] == rows[i][lo + 1:hi + K]).float().mean().item() for i in range(n)])), 3)}
+        for name, dr in drafters.items():
+            acc = torch.cat([score(drafts_of(name, dr, target, tstack, r, anchors, K)[0], r, anchors, K) for r in rows])
+            out[str(d)][name] = [round((acc >= k).float().mean().item(), 3) for k in range(1, K + 1)]
+            print("copy d=%-4d %-6s per-position %s   (target's next-token copy %.3f)" % (
+                d, name, " ".join("%.3f" % v for v in out[str(d)][name]), out[str(d)]["target_next_token"]), flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", type=int, default=8)
@@ -137,6 +195,8 @@ def main():
     ap.add_argument("--draft", default=os.path.join(tc.MODELS, "tiny-draft"))
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--drafters", default="mtp,dspark,draft", help="comma-separated subset to evaluate")
+    ap.add_argument("--copy", default=None, metavar="D1,D2,..",
+                    help="instead: per-slot drafting on random-id spans repeated D tokens back (copy_eval)")
     ap.add_argument("--out", default=os.path.join(tc.WORK, "eval_drafters.json"))
     args = ap.parse_args()
     tc.setup_torch(0)
@@ -155,6 +215,12 @@ def main():
             print("note: dspark block_size %d != depth %d" % (drafters["dspark"].block_size, K))
     if "draft" in want and os.path.exists(os.path.join(args.draft, "model.safetensors")):
         drafters["draft"] = tm.Stack(tc.load_target(args.draft))
+    if args.copy:
+        with torch.no_grad():
+            res = {"depth": K, "copy": copy_eval(drafters, target, tstack, K, [int(v) for v in args.copy.split(",")])}
+        tc.write_json(args.out, res)
+        print("wrote %s" % args.out)
+        return
     res = {"depth": K, "prompts": args.prompts, "prompt_len": args.prompt_len, "gen": args.gen,
            "drafters": {}, "samples": {}}
     with torch.no_grad():
@@ -173,14 +239,8 @@ def main():
                 for seq in seqs:
                     P = args.prompt_len
                     anchors = torch.arange(P - 1, seq.shape[0] - K - 1)
-                    if name == "mtp":
-                        H = target.model(input_ids=seq.unsqueeze(0)).last_hidden_state[0]
-                        d = mtp_drafts(dr, target, seq, H, anchors, K)
-                    elif name == "draft":
-                        d = stack_drafts(dr, seq, anchors, K)
-                    else:
-                        taps, _ = tstack.taps(seq.unsqueeze(0), dr.target_layer_ids)
-                        d, c = dspark_drafts(dr, taps[0], seq, anchors, K)
+                    d, c = drafts_of(name, dr, target, tstack, seq, anchors, K)
+                    if c is not None:
                         confs.append(c)
                     acc.append(score(d, seq, anchors, K))
                 acc = torch.cat(acc)

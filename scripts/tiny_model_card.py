@@ -2,7 +2,7 @@
 """tiny_model_card.py — write models/README.md (the model card) from the pipeline's records.
 
 Owns: models/README.md. Reads scratch/corpus/manifest.json,
-scratch/tiny/{target_eval,copy_eval,eval_drafters,eval_chain}.json, the training logs in
+scratch/tiny/{target_eval,copy_eval,eval_drafters,eval_chain,eval_copy}.json, the training logs in
 scratch/tiny/*.log and the configs/weights under models/.
 Must not: compute anything itself (every number comes from a record the
 training/eval scripts wrote), so the card cannot drift from the artefacts.
@@ -323,6 +323,24 @@ def main():
         if any("mean_confidence_per_slot" in v for v in ds.values()):
             w("\nDSpark mean confidence per slot (conditional acceptance estimate): " + "; ".join(
                 "%s %s" % (d, " ".join("%.2f" % x for x in v["mean_confidence_per_slot"])) for d, v in ds.items()))
+        w("")
+    evp = os.path.join(tc.WORK, "eval_copy.json")
+    if os.path.exists(evp):
+        cp = jload(evp)
+        dists = sorted(cp["copy"], key=int)
+        names = [n for n in ("mtp", "dspark", "draft") if n in cp["copy"][dists[0]]]
+        w("### On a copied span (`eval_drafters.py --copy %s`)\n" % ",".join(dists))
+        w("48 random ordinary ids planted in each of 8 prose validation windows and written again d tokens "
+          "later; every anchor inside the repeat drafts %d tokens, which only the context predicts (random ids: "
+          "no prior, no bigram). Position k = share of anchors whose drafts 1..k all equal the repeat; "
+          "\"target\" is the target's own next-token copy rate on the same rows, the ceiling a verify step "
+          "accepts from.\n" % cp["depth"])
+        w("| tokens back | drafter | %s | target |" % " | ".join("pos %d" % k for k in range(1, cp["depth"] + 1)))
+        w("|---|---|%s---|" % ("---|" * cp["depth"]))
+        for d in dists:
+            for n in names:
+                w("| %s | %s | %s | %.3f |" % (d, n, " | ".join("%.3f" % x for x in cp["copy"][d][n]),
+                                            cp["copy"][d]["target_next_token"]))
         w("")
 
     w("## Training machine\n")

@@ -342,15 +342,18 @@ class Stack(nn.Module):
 
     def taps(self, ids, layer_ids):
         """ids [B, T] -> (concat of the outputs of decoder layers layer_ids
-        [B, T, n*hidden], final-normed hidden [B, T, hidden])."""
+        [B, T, n*hidden], final-normed hidden [B, T, hidden]). Layer L is
+        HF's hidden_states[L + 1] (DeepSpec's and DFlash's indexing), so the
+        final layer's tap is the final-normed hidden state, as HF returns it."""
         B, T = ids.shape
         x = self.hf.model.embed_tokens(ids)
         cos, sin = self.rot(torch.arange(T).unsqueeze(0).expand(B, T))
         outs = []
+        last = len(self.layers) - 1
         for i, l in enumerate(self.layers):
             x, _, _ = l(x, cos, sin, causal=True)
             if i in layer_ids:
-                outs.append(x)
+                outs.append(self.hf.model.norm(x) if i == last else x)
         return torch.cat(outs, -1), self.hf.model.norm(x)
 
     def step(self, ids, pos, k_pre, v_pre, mask):

@@ -30,6 +30,7 @@ the target's final norm; markov_w2 and the confidence head start at zero.
 
 Usage: train_dspark.py [--steps N] [--anchors A] [--layers L] [--rank R] ...
        train_dspark.py --init DIR --chain-blocks 2 --name NAME [--steps N] ...
+       train_dspark.py --init DIR --grow --layers 3 ...   (append draft layers to a trained drafter)
 """
 import argparse
 import copy
@@ -140,6 +141,31 @@ def init_from_target(model, target, args):
         torch.nn.init.normal_(model.fc.weight, std=0.02)
 
 
+def grow_from(model, init, target):
+    """Load a trained drafter into `model`, which may have more draft layers
+    or more target taps (--grow). Extra layers are appended after the
+    trained ones as identities: copies of the target's last layer (so their
+    K/V projections of ctx start meaningful) with o_proj and down_proj
+    zeroed. Extra taps get zero columns in fc. So the grown drafter starts
+    as exactly the trained one and the new capacity is what training adds."""
+    n = len(init.layers)
+    sd = dict(init.state_dict())
+    hs = model.fc.weight.shape[0]
+    fc = torch.zeros_like(model.fc.weight)
+    for j, L in enumerate(init.target_layer_ids):
+        i = model.target_layer_ids.index(L)
+        fc[:, i * hs:(i + 1) * hs] = sd["fc.weight"][:, j * hs:(j + 1) * hs]
+    sd["fc.weight"] = fc
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    if unexpected or any(not k.startswith("layers.") for k in missing if not k.startswith("rot.")):
+        tc.die("--init: cannot load (missing %s, unexpected %s)" % (missing, unexpected))
+    with torch.no_grad():
+        for layer in model.layers[n:]:
+            layer.load_state_dict(target.model.layers[target.config.num_hidden_layers - 1].state_dict())
+            torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(layer.mlp.down_proj.weight)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=600)
@@ -161,6 +187,9 @@ def main():
     ap.add_argument("--chain-blocks", type=int, default=1,
                     help="blocks per anchor, chained as the engine does at depth > block_size (1 = one block)")
     ap.add_argument("--init", default=None, help="continue from this written DSpark checkpoint directory")
+    ap.add_argument("--grow", action="store_true",
+                    help="with --init: --layers and --target-layer-ids may add to the checkpoint's; "
+                         "new layers and taps start as identities")
     ap.add_argument("--name", default="dspark", help="WORK/NAME.ckpt and WORK/NAME.log")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
@@ -173,8 +202,13 @@ def main():
     target = tc.load_target(args.target)
     stack = tm.Stack(target)
     nt = target.config.num_hidden_layers
-    if max(args.target_layer_ids) >= nt - 1:
-        tc.die("target_layer_ids must not include the final layer %d" % (nt - 1))
+    if max(args.target_layer_ids) >= nt or args.target_layer_ids != sorted(set(args.target_layer_ids)):
+        tc.die("target_layer_ids must be increasing decoder layers 0..%d" % (nt - 1))
+    if max(args.target_layer_ids) == nt - 1:
+        # The final layer's tap is the final-normed state (tm.Stack.taps);
+        # spec/dspark_ckpt.c refuses it, so such a drafter is an experiment
+        # for eval_drafters.py (bench/README.md's copied-span test), not for the engine.
+        tc.log("note: tapping the final layer %d: the engine refuses this drafter; eval_drafters.py runs it" % (nt - 1))
     mask_id = tc.special_ids(tc.load_tokenizer(os.path.join(args.target, "tokenizer.json")))["<|mask|>"]
     cfg = dspark_config(target.config, args, mask_id)
     model = tm.DSpark(cfg)
@@ -184,10 +218,14 @@ def main():
             icfg = json.load(f)
         want = config_json(cfg, args.target)
         bad = [k for k in ("num_hidden_layers", "block_size", "target_layer_ids", "markov_rank", "mask_token_id")
-               if icfg.get(k) != want[k]]
+               if icfg.get(k) != want[k] and not (args.grow and k in ("num_hidden_layers", "target_layer_ids"))]
         if bad:
             tc.die("--init %s: config differs in %s (pass the matching --layers/--block-size/...)" % (args.init, bad))
-        model.load_state_dict(eval_drafters.load_dspark(args.init).state_dict())
+        if args.grow and (icfg["num_hidden_layers"] > args.layers
+                          or not set(icfg["target_layer_ids"]) <= set(args.target_layer_ids)):
+            tc.die("--grow: --init %s (%d layers, taps %s) must be contained in --layers %d --target-layer-ids %s" % (
+                args.init, icfg["num_hidden_layers"], icfg["target_layer_ids"], args.layers, args.target_layer_ids))
+        grow_from(model, eval_drafters.load_dspark(args.init), target)
     else:
         init_from_target(model, target, args)
     model.embed_tokens.requires_grad_(False)

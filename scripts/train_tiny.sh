@@ -78,7 +78,8 @@ run_step() {
                   --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
     draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
-                "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json") ;;
+                "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json" &&
+                "$PY" eval_drafters.py --copy 100,400 --out "$WORK/eval_copy.json") ;;
     goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
     card)      (cd scripts && "$PY" tiny_model_card.py) ;;
   esac
