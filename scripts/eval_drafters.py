@@ -144,24 +144,25 @@ def drafts_of(name, dr, target, tstack, seq, anchors, K):
     return dspark_drafts(dr, taps[0], seq, anchors, K)
 
 
-def copy_rows(n, d, span, seed=0):
+def copy_rows(n, d, span, hi, seed=0):
     """n prose validation windows with a span of `span` random ordinary ids
-    planted at position 50 and written again d tokens later (tiny_copy's
-    span_copy_acc rows), and the anchors inside the repeat that leave K=5
-    tokens of it to draft."""
+    (256..hi-1: no byte tokens, no special tokens) planted at position 50 and
+    written again d tokens later, as tiny_copy.span_copy_acc builds them."""
+    if 50 + d + span + 1 > 1024:
+        tc.die("--copy: %d tokens back does not fit a 1024-token window with a %d-token span" % (d, span))
     rng = np.random.default_rng(seed)
     x = tc.eval_windows("prose", "val", 1024, n)
     rows = []
     for i in range(n):
         r = x[i].numpy().copy()[:50 + d + span + 1]
-        s = rng.integers(256, 4092, size=span)
+        s = rng.integers(256, hi, size=span)
         r[50:50 + span] = s
         r[50 + d:50 + d + span] = s
         rows.append(torch.from_numpy(r.astype("int64")))
     return rows
 
 
-def copy_eval(drafters, target, tstack, K, distances, span=48, n=8):
+def copy_eval(drafters, target, tstack, K, distances, hi, span=48, n=8):
     """Per-slot drafting on a copied span: the anchor is inside the repeat,
     so the next K tokens are a copy of tokens d back that nothing but the
     context predicts (random ids: no prior, no bigram). Position k = share of
@@ -169,13 +170,13 @@ def copy_eval(drafters, target, tstack, K, distances, span=48, n=8):
     the same rows is the ceiling (what a verify step would accept)."""
     out = {}
     for d in distances:
-        rows = copy_rows(n, d, span)
-        lo, hi = 50 + d + 2, 50 + d + span - K - 1
-        anchors = torch.arange(lo, hi)
+        rows = copy_rows(n, d, span, hi)
+        a0, a1 = 50 + d + 2, 50 + d + span - K - 1   # anchors whose K next tokens lie in the repeat
+        anchors = torch.arange(a0, a1)
         with torch.no_grad():
             tgt = torch.stack([target(input_ids=r.unsqueeze(0)).logits[0].argmax(-1) for r in rows])
         out[str(d)] = {"target_next_token": round(float(np.mean(
-            [(tgt[i, lo:hi + K - 1] == rows[i][lo + 1:hi + K]).float().mean().item() for i in range(n)])), 3)}
+            [(tgt[i, a0:a1 + K - 1] == rows[i][a0 + 1:a1 + K]).float().mean().item() for i in range(n)])), 3)}
         for name, dr in drafters.items():
             acc = torch.cat([score(drafts_of(name, dr, target, tstack, r, anchors, K)[0], r, anchors, K) for r in rows])
             out[str(d)][name] = [round((acc >= k).float().mean().item(), 3) for k in range(1, K + 1)]
@@ -217,7 +218,8 @@ def main():
         drafters["draft"] = tm.Stack(tc.load_target(args.draft))
     if args.copy:
         with torch.no_grad():
-            res = {"depth": K, "copy": copy_eval(drafters, target, tstack, K, [int(v) for v in args.copy.split(",")])}
+            res = {"depth": K, "copy": copy_eval(drafters, target, tstack, K, [int(v) for v in args.copy.split(",")],
+                                                        tok.token_to_id("<|endoftext|>"))}
         tc.write_json(args.out, res)
         print("wrote %s" % args.out)
         return
