@@ -232,7 +232,8 @@ def main():
     if dcfg:
         w("## DSpark drafter (models/tiny-dspark)\n")
         w("DeepSpec's Qwen3 DSpark layout and config fields: `block_size` %d, `mask_token_id` %d, "
-          "`target_layer_ids` %s (layer L = output of decoder layer L; the final layer %d is not tapped), "
+          "`target_layer_ids` %s (layer L = output of decoder layer L, HF's hidden_states[L + 1]; the final "
+          "layer's, %d, is the state after the final norm), "
           "`markov_rank` %d, `markov_head_type` \"%s\", `enable_confidence_head` true, "
           "`confidence_head_with_markov` true, %d draft layers. Tensors: `embed_tokens`, `layers.N.*` (Qwen3 "
           "names), `norm`, `fc` [hidden, %d·hidden], `hidden_norm`, `lm_head` (copy of the target's tied "

@@ -204,11 +204,8 @@ def main():
     nt = target.config.num_hidden_layers
     if max(args.target_layer_ids) >= nt or args.target_layer_ids != sorted(set(args.target_layer_ids)):
         tc.die("target_layer_ids must be increasing decoder layers 0..%d" % (nt - 1))
-    if max(args.target_layer_ids) == nt - 1:
-        # The final layer's tap is the final-normed state (tm.Stack.taps);
-        # spec/dspark_ckpt.c refuses it, so such a drafter is an experiment
-        # for eval_drafters.py (bench/README.md's copied-span test), not for the engine.
-        tc.log("note: tapping the final layer %d: the engine refuses this drafter; eval_drafters.py runs it" % (nt - 1))
+    # The final layer's tap is the final-normed state (tm.Stack.taps, HF's
+    # hidden_states[L + 1] as DeepSpec indexes it); the engine taps it the same way.
     mask_id = tc.special_ids(tc.load_tokenizer(os.path.join(args.target, "tokenizer.json")))["<|mask|>"]
     cfg = dspark_config(target.config, args, mask_id)
     model = tm.DSpark(cfg)

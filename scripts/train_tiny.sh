@@ -72,10 +72,12 @@ run_step() {
     mtp)       (cd scripts && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2) ;;
     # dspark: stage 1 trains one block (DeepSpec's recipe); the chained
     # fine-tune then trains block 1 of depth > γ as the engine chains it.
+    # 3 draft layers over taps 1 2 3 (3 = the final-normed state): each layer
+    # copies about one slot further (bench/README.md, the copied-span test).
     dspark)    (cd scripts && "$PY" train_dspark.py --precision "$PRECISION" --steps 1600 --seed 3 \
-                  --out "$WORK/dspark_stage1" &&
+                  --layers 3 --target-layer-ids 1 2 3 --out "$WORK/dspark_stage1" &&
                 "$PY" train_dspark.py --precision "$PRECISION" --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
-                  --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
+                  --layers 3 --target-layer-ids 1 2 3 --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
     draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
                 "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json" &&

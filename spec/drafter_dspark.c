@@ -341,7 +341,9 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     const dspark_ckpt *c = &s->ck;
     d->vocab_size = c->cfg.vocab_size;
     d->n_taps = c->n_taps;
-    memcpy(d->tap_layers, c->target_layer_ids, sizeof(int) * (size_t)c->n_taps);
+    /* the final layer's entry in HF's hidden_states is already final-normed */
+    for (int i = 0; i < c->n_taps; i++)
+        d->tap_layers[i] = c->target_layer_ids[i] == t->cfg.n_layers - 1 ? FWD_TAP_FINAL_NORM : c->target_layer_ids[i];
     s->V = c->cfg.vocab_size;
     s->H = c->cfg.hidden_size;
     s->TH = c->n_taps * s->H;

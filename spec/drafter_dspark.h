@@ -4,7 +4,8 @@
  *
  * Context. ctx_j = hidden_norm(fc([tap_{L1}(j); tap_{L2}(j); ...])) for every
  * committed position j whose target taps are known (layer id L = the output
- * of target decoder layer L, in target_layer_ids order). Each draft layer
+ * of target decoder layer L, in target_layer_ids order; for the final layer,
+ * HF's hidden_states entry, the state after the final norm). Each draft layer
  * keeps, in this drafter's paged KV cache, k = rope(k_norm(k_proj(ctx_j)))
  * and v = v_proj(ctx_j) at position j — ctx is NOT passed through the
  * layer's input_layernorm. This context cache only ever grows with

@@ -120,12 +120,13 @@ static int parse_config(dspark_ckpt *c, const cJSON *root, const char *path, con
     for (int i = 0; i < n; i++) {
         const cJSON *j = cJSON_GetArrayItem(ids, i);
         double v = cJSON_IsNumber(j) ? j->valuedouble : -2;
-        /* layer L = the output of decoder layer L; the final layer is never
-         * a tap (its output is what the target itself decodes from), and
+        /* layer L = the output of decoder layer L (DeepSpec reads HF's
+         * hidden_states[L + 1]); for the final layer that entry is the state
+         * after the final norm, which the drafter taps as FWD_TAP_FINAL_NORM.
          * DeepSpec's -1 (embedding output) is not supported */
-        if (v != floor(v) || v < 0 || v >= tc->n_layers - 1)
-            return errf(err, el, "%s: target_layer_ids[%d] = %g must be a decoder layer 0..%d of the target "
-                        "(the final layer %d excluded)", path, i, v, tc->n_layers - 2, tc->n_layers - 1);
+        if (v != floor(v) || v < 0 || v >= tc->n_layers)
+            return errf(err, el, "%s: target_layer_ids[%d] = %g must be a decoder layer 0..%d of the target",
+                        path, i, v, tc->n_layers - 1);
         c->target_layer_ids[i] = (int)v;
         /* fc reads the taps concatenated in this order; ascending, as
          * DeepSpec validates, is also the order the reference taps them in */

@@ -290,7 +290,7 @@ int main(int argc, char **argv) {
     golden_check(e, fix, "tests/golden/dspark-fixture", "fixture");
     lossless_and_sampling(e, fix, 0, 1);
 
-    refuse(e, fix, "target_layer_ids", "[1]", NULL, "final layer");
+    refuse(e, fix, "target_layer_ids", "[2]", NULL, "decoder layer 0..1");
     refuse(e, fix, "target_layer_ids", "[0, 0]", NULL, "target_layer_ids");
     refuse(e, fix, "hidden_size", "32", NULL, "hidden_size");
     refuse(e, fix, "mask_token_id", "4096", NULL, "mask_token_id");
