@@ -108,7 +108,7 @@ def main():
       % size_mb(os.path.join(M, "tiny-dspark", "model.safetensors")))
     w("| tiny-draft/ | draft model: `Qwen3ForCausalLM`, %s layers, same tokenizer | bf16 safetensors (%.1f MB) |\n"
       % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
-    w("Reproduce everything (not part of CI; about two hours on 2 cores: stage 1 of the target 60 min on a loaded machine, the rest 50 min idle): `scripts/train_tiny.sh`.\n")
+    w("Reproduce everything (not part of CI; about two and a half hours on 2 cores: stage 1 of the target 60 min on a loaded machine, the rest about 70 min idle, the 3-layer DSpark's two stages 44 of them): `scripts/train_tiny.sh`.\n")
 
     w("## Corpus\n")
     w("Built by `scripts/build_corpus.py` from an explicit list of Debian 12 packages (installed by the script), "
