@@ -9,7 +9,7 @@ written (bf16) weights to WORK/target_eval.json.
 Must not: touch the tokenizer files (train_tokenizer.py writes them) or the
 MTP keys (train_mtp.py appends them to model.safetensors afterwards).
 
-Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--layers L]
+Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--layers L] [--heads Q,KV]
                        [--init DIR] [--copy-frac F --max-back D --copy-mix R,P,X] [--name NAME]
 Stage 2 (--init): continue from a written target with a share F of the rows
 edited into copy rows (tiny_copy.py), checkpoint WORK/NAME.ckpt, log
@@ -60,6 +60,10 @@ def main():
     ap.add_argument("--name", default="target")
     ap.add_argument("--layers", type=int, default=tc.TARGET["num_hidden_layers"],
                     help="decoder layers of a target trained from scratch (without --init)")
+    ap.add_argument("--heads", default=None, metavar="Q,KV",
+                    help="query and key/value heads of a target trained from scratch; head_dim = hidden / Q "
+                         "(default: the bundled %d,%d)" % (tc.TARGET["num_attention_heads"],
+                                                          tc.TARGET["num_key_value_heads"]))
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random[,far,perturbed] shares of the copy rows")
     tc.add_precision_arg(ap)
@@ -74,6 +78,15 @@ def main():
     if tok.get_vocab_size() != tc.TARGET["vocab_size"]:
         tc.die("tokenizer vocab %d != %d" % (tok.get_vocab_size(), tc.TARGET["vocab_size"]))
     dims = dict(tc.TARGET, num_hidden_layers=args.layers)
+    if args.heads:
+        try:
+            q, kv = (int(v) for v in args.heads.split(","))
+        except ValueError:
+            tc.die("--heads wants Q,KV (two integers), got %s" % args.heads)
+        if args.init or q < 1 or kv < 1 or q % kv or dims["hidden_size"] % q:
+            tc.die("--heads %s: only without --init, KV dividing Q and Q dividing hidden %d" % (
+                args.heads, dims["hidden_size"]))
+        dims.update(num_attention_heads=q, num_key_value_heads=kv, head_dim=dims["hidden_size"] // q)
     cfg = Qwen3Config(**dims, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
                       pad_token_id=sp["<|endoftext|>"], attn_implementation="sdpa")
     if args.init:
