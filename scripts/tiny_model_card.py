@@ -254,9 +254,14 @@ def main():
           "512-token window; a quarter of the rows are copy rows (tiny_copy.py); draft layers initialised "
           "from the target's last layers, embed/lm_head frozen copies; seed 3." % dcfg["num_anchors"])
         if dcfg["num_target_layers"] - 1 in dcfg["target_layer_ids"]:
-            w("Three draft layers over three taps (until 3 Dec 2 layers over taps 1 2): a draft layer makes one "
-              "content match against the context, so a block copies about one slot per layer (bench/README.md, "
-              "\"Why DSpark's slots 2–5 stay low\"). Portability: vLLM and SGLang collect a drafter's target taps as the residual stream entering decoder layer L + 1, inside their layer loop, which has no entry after the final layer; a drafter that taps the final layer (this one) runs in specbed and in HF-based tools (DeepSpec's training indexes HF's hidden_states), not in those servers as they stand.")
+            w("%d draft layers over %d taps, the final layer's among them (until 3 Dec 2 layers over taps 1 2): "
+              "a draft layer makes one content match against the context, so a block copies about one slot per "
+              "layer (bench/README.md, \"Why DSpark's slots 2–5 stay low\"). " % (
+                  dcfg["num_hidden_layers"], len(dcfg["target_layer_ids"])))
+            w("Portability: vLLM and SGLang collect a drafter's target taps as the residual stream entering "
+              "decoder layer L + 1, inside their layer loop, which has no entry after the final layer; a drafter "
+              "that taps the final layer (this one) runs in specbed and in HF-based tools (DeepSpec's training "
+              "indexes HF's hidden_states), not in those servers as they stand.")
         res = last_match("dspark", r"steps \(from [1-9]")
         if res:
             w("The run was resumed from a checkpoint (`%s`) before any LR decay; by the same WSD argument as for "
