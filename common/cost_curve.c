@@ -209,6 +209,8 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     if (cJSON_IsNumber(tp) && tp->valuedouble >= 1 && tp->valuedouble <= 4096) c->tp = tp->valueint;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (cJSON_IsString(m)) snprintf(c->model, sizeof c->model, "%s", m->valuestring);
+    const cJSON *dn = cJSON_GetObjectItemCaseSensitive(j, "drafter");
+    if (cJSON_IsString(dn)) snprintf(c->drafter, sizeof c->drafter, "%s", dn->valuestring);
     int rc = load_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "by_sequences"), path, err, errlen);
     if (!rc) rc = load_draft_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "draft_by_sequences"), path, err, errlen);
     cJSON_Delete(j);
@@ -270,6 +272,7 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
         cJSON_AddItemToArray(rows, cJSON_CreateNumber(c->rows[i]));
         cJSON_AddItemToArray(secs, cJSON_CreateNumber(c->seconds[i]));
     }
+    if (c->drafter[0]) cJSON_AddStringToObject(j, "drafter", c->drafter);
     cJSON_AddNumberToObject(j, "draft_seconds_per_token", c->draft_seconds_per_token);
     if (c->draft_seconds_per_step > 0) cJSON_AddNumberToObject(j, "draft_seconds_per_step", c->draft_seconds_per_step);
     if (c->logits_seconds_per_row > 0) cJSON_AddNumberToObject(j, "logits_seconds_per_row", c->logits_seconds_per_row);

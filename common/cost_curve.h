@@ -6,6 +6,7 @@
  * Sources: the JSON that `specbed profile` writes
  *   {"model": DIR, "threads": T, "history": H, "tp": N,
  *    "rows": [1, 2, ...], "seconds_per_step": [...],
+ *    "drafter": NAME (optional: whose draft_* costs these are),
  *    "draft_seconds_per_token": S, "draft_seconds_per_step": F (optional),
  *    "logits_seconds_per_row": L (optional),
  *    "context_seconds_per_row_token": A (optional),
@@ -75,6 +76,7 @@ typedef struct {
     int threads, history;              /* how it was measured (0 = unknown) */
     int tp;                            /* tensor-parallel degree it was measured at (0 = unknown) */
     char model[512];
+    char drafter[32];                  /* the drafter whose draft_* costs these are ("" = unknown) */
     char source[600];                  /* where it came from, for reports */
     int n_by_seqs;                     /* curves per sequence count, ascending seqs; 0 none */
     cost_seq_curve by_seqs[COST_MAX_SEQ_CURVES];

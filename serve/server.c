@@ -27,7 +27,7 @@ void server_opts_default(server_opts *o) {
 /* --verify-schedule: how many of each request's drafts a step verifies. */
 static int setup_policy(server *s, char *err, size_t errlen) {
     if (!s->d) return 0;
-    if (vpolicy_setup(&s->policy, &s->cost, &s->o.verify, s->e, s->o.max_running, s->o.depth, s->log, err, errlen))
+    if (vpolicy_setup(&s->policy, &s->cost, &s->o.verify, s->e, s->d, s->o.max_running, s->o.depth, s->log, err, errlen))
         return -1;
     spec_verify_hook hook = vpolicy_hook(s->policy);
     spec_batch_set_verify_hook(s->b, &hook);

@@ -272,7 +272,10 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
     t->tp = fwd_tp_size(e->fwd);
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);
     n_open = 0;
-    if (d && draft_cost(t, e, d, toks, history, err, errlen)) goto out;
+    if (d) {
+        if (draft_cost(t, e, d, toks, history, err, errlen)) goto out;
+        snprintf(t->drafter, sizeof t->drafter, "%s", d->ops->name);
+    }
     rc = 0;
 out:
     for (int s = 0; s < n_open; s++) kv_seq_free(e->kv, seqs[s]);

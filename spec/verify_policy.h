@@ -7,7 +7,11 @@
  *               admit (request, position) candidates in descending a while
  *               Θ = τ · SPS(B) improves (τ = expected committed tokens,
  *               B = verify rows, SPS from the cost table); stop at the first
- *               non-improvement
+ *               non-improvement. When the table has the drafter's cost, a
+ *               step lasts its verify plus its drafting, so SPS(B) is
+ *               1 / (cost(B) + drafting): a dear drafting pass makes a
+ *               further verify row relatively cheaper, and each further
+ *               draft of an incremental drafter costs its own drafting
  *   adaptive    the same objective with per-request, per-position
  *               acceptance estimates p ← α·p_prev + (1−α)·observed (α weights
  *               HISTORY, as vLLM's 0.8 does; α = 0 keeps only the last step);
@@ -48,12 +52,22 @@ void vpolicy_free(vpolicy *s);
 /* The hook to install with spec_batch_set_verify_hook (kind fixed: choose = NULL). */
 spec_verify_hook vpolicy_hook(vpolicy *s);
 
+/* What a step's drafting costs the admission rule: the seconds the drafts
+ * already made took (spent, but part of the step's time and so of the rate
+ * the rule maximises) and what one more drafted token would add. */
+typedef struct {
+    double spent_s, per_token_s;
+} vpolicy_draft_cost;
+
 /* The admission rule alone, exposed for tests and the depth recommender:
  * given per-request survival curves a[r][j] (non-increasing in j, r < n,
- * j < kmax[r]) and the cost table, writes the number of drafts admitted per
- * request into ell[r]. Returns the survival a further draft would have had
- * to exceed to be admitted (the threshold at the final batch). */
-double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell);
+ * j < kmax[r]), the cost table and the step's drafting cost (NULL: free),
+ * writes the number of drafts admitted per request into ell[r], maximising
+ * Θ = τ / (cost(B) + spent_s). Returns the survival a further draft, still
+ * to be drafted at per_token_s, would have had to exceed to be admitted
+ * (the threshold at the final batch). */
+double vpolicy_admit(const cost_curve *cost, const float (*a)[SPEC_MAX_DEPTH], const int *kmax, int n, int *ell,
+                     const vpolicy_draft_cost *dc);
 
 /* A verify policy as a command line asks for it (generate, serve, bench_spec). */
 typedef struct {
@@ -67,10 +81,13 @@ typedef struct {
 /* The one place a command turns vpolicy_args into a policy: checks the
  * name, fills *cost when the policy needs one and cost->n is 0 (loads
  * cost_path, or profiles the engine over up to max_slots × (max_depth + 1)
- * rows, saying so on log), and creates the policy for max_slots request
- * slots. *out stays NULL for "fixed" (no hook needed). cost is borrowed by
- * the policy and must outlive it. */
-int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_engine *e, int max_slots,
+ * rows and drafter d's cost, saying so on log), and creates the policy for
+ * max_slots request slots. A loaded table's drafter costs measured for
+ * another drafter than d are dropped (said on log): the policy then counts
+ * drafting as free, as it does for a table without them. *out stays NULL
+ * for "fixed" (no hook needed). cost is borrowed by the policy and must
+ * outlive it. */
+int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_engine *e, drafter *d, int max_slots,
                   int max_depth, FILE *log, char *err, size_t errlen);
 
 #endif

@@ -1,11 +1,32 @@
 /* verify_setup.c — vpolicy_setup (see verify_policy.h): the one place that
  * turns a command line's verify-policy options into a policy and its cost
  * curve, for serve, generate and bench_spec alike. */
+#include <string.h>
 #include "cost_profile.h"
 #include "errmsg.h"
 #include "verify_policy.h"
 
-int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_engine *e, int max_slots,
+/* A table's drafter costs for another drafter than the one running (or of
+ * unknown origin when it says nothing) would charge the wrong drafting. */
+static void drop_foreign_draft_cost(cost_curve *c, const drafter *d, const char *path, FILE *log) {
+    int has = c->draft_seconds_per_step > 0 || c->draft_seconds_per_token > 0 || c->n_draft_by_seqs > 0;
+    const char *name = d ? d->ops->name : "none";
+    if (!has) {
+        if (log && d)
+            fprintf(log, "cost table %s has no drafter cost: drafting counts as free (`specbed profile --drafter %s` "
+                    "measures it)\n", path, name);
+        return;
+    }
+    if (c->drafter[0] && d && !strcmp(c->drafter, name)) return;
+    if (c->drafter[0] == 0 && d) return;   /* a hand-written table: taken as the user's word */
+    if (log)
+        fprintf(log, "cost table %s: its drafter cost is %s's, this run drafts with %s: drafter cost ignored\n", path,
+                c->drafter[0] ? c->drafter : "(unnamed)", name);
+    c->draft_seconds_per_step = c->draft_seconds_per_token = c->draft_seconds_per_prompt_token = 0;
+    c->n_draft_by_seqs = 0;
+}
+
+int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_engine *e, drafter *d, int max_slots,
                   int max_depth, FILE *log, char *err, size_t errlen) {
     *out = NULL;
     vpolicy_opts o = {.p_min = a->p_min, .alpha = a->alpha, .cost = cost, .max_slots = max_slots};
@@ -16,15 +37,21 @@ int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_en
     if ((o.kind == VPOLICY_CONFIDENCE || o.kind == VPOLICY_ADAPTIVE) && cost->n == 0) {
         if (a->cost_path) {
             if (cost_curve_load(cost, a->cost_path, err, errlen)) return -1;
+            drop_foreign_draft_cost(cost, d, a->cost_path, log);
         } else {
             /* Long enough history that attention is not free; 3 reps take
              * about a second on the bundled model. */
             int rows = max_slots * (max_depth + 1);
-            if (log) fprintf(log, "no --cost-table: profiling verify cost at startup (up to %d rows) ...\n", rows);
-            if (cost_profile(cost, e, NULL, rows, 128, 3, err, errlen)) return -1;
+            if (log)
+                fprintf(log, "no --cost-table: profiling verify cost (up to %d rows)%s%s at startup ...\n", rows,
+                        d ? " and drafter " : "", d ? d->ops->name : "");
+            if (cost_profile(cost, e, d, rows, 128, 3, err, errlen)) return -1;
             if (log)
                 fprintf(log, "cost: %g rows %.3f ms ... %g rows %.3f ms per step\n", cost->rows[0],
                         cost->seconds[0] * 1e3, cost->rows[cost->n - 1], cost->seconds[cost->n - 1] * 1e3);
+            if (log && d)
+                fprintf(log, "drafter %s: %.3f ms per drafting step + %.3f ms per drafted token (batch 1)\n",
+                        d->ops->name, cost->draft_seconds_per_step * 1e3, cost->draft_seconds_per_token * 1e3);
         }
     }
     return vpolicy_create(out, &o, err, errlen);

@@ -32,7 +32,7 @@ static int policy_depth(const cost_curve *c, int kmax) {
     float a[1][SPEC_MAX_DEPTH];
     for (int j = 0; j < SPEC_MAX_DEPTH; j++) a[0][j] = 1.0f;
     int ell = -1;
-    vpolicy_admit(c, (const float (*)[SPEC_MAX_DEPTH])a, &kmax, 1, &ell);
+    vpolicy_admit(c, (const float (*)[SPEC_MAX_DEPTH])a, &kmax, 1, &ell, NULL);
     return ell;
 }
 

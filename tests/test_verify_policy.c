@@ -40,20 +40,32 @@ static void test_admit(void) {
     int kmax[3] = {4, 2, 3}, ell[3];
     /* free rows: everything with a > 0 is worth verifying */
     cost_curve flat = flat_cost(0.0);
-    vpolicy_admit(&flat, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    vpolicy_admit(&flat, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell, NULL);
     CHECK(ell[0] == 4 && ell[1] == 2 && ell[2] == 3);
     /* cost ∝ rows: Θ = τ/B only grows with a = 1, so nothing is admitted */
     cost_curve lin;
     cost_curve_from_points(&lin, (const double[]){1, 2}, (const double[]){1e-3, 2e-3}, 2, "test");
-    vpolicy_admit(&lin, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    vpolicy_admit(&lin, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell, NULL);
     CHECK(ell[0] == 0 && ell[1] == 0 && ell[2] == 0);
     /* 10% per extra row: a candidate pays while (τ+a)/(B+1+…) improves.
      * Start τ=3, cost(3)=1.2 → Θ=2.5. Admit 0.95: τ=3.95/1.3=3.04 ✓; 0.9: 4.85/1.4=3.46 ✓;
      * 0.8: 5.65/1.5=3.77 ✓; 0.6: 6.25/1.6=3.91 ✓; 0.55: 6.8/1.7=4.0 ✓; 0.5 (r0, pos 2):
      * 7.3/1.8=4.06 ✓; 0.5 (r2, pos 2): 7.8/1.9=4.105 ✓; 0.2: 8.0/2.0=4.0 ✗ stop. */
     cost_curve ten = flat_cost(0.1);
-    vpolicy_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell);
+    vpolicy_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell, NULL);
     CHECKF(ell[0] == 3 && ell[1] == 1 && ell[2] == 3, "%d %d %d", ell[0], ell[1], ell[2]);
+    /* The step's drafting (3 ms spent) is part of its time: Θ = τ/(cost + 3 ms).
+     * Past 7.8/4.9 = 1.592 (the 0.5s, as above), 0.2 now pays: 8.0/5.0 = 1.6;
+     * 0.1 does not: 8.1/5.1 = 1.588. A further draft had to exceed
+     * 8.0 · (5.1/5.0 − 1) = 0.16, and, drafted at 1 ms more,
+     * 8.0 · (6.1/5.0 − 1) = 1.76 (no draft can: drafting it does not pay). */
+    vpolicy_draft_cost spent = {3e-3, 0}, dear = {3e-3, 1e-3};
+    double thr = vpolicy_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell, &spent);
+    CHECKF(ell[0] == 3 && ell[1] == 2 && ell[2] == 3, "spent drafting: %d %d %d", ell[0], ell[1], ell[2]);
+    CHECKF(fabs(thr - 0.16) < 1e-6, "spent drafting: threshold %g", thr);
+    thr = vpolicy_admit(&ten, (const float (*)[SPEC_MAX_DEPTH])a, kmax, 3, ell, &dear);
+    CHECKF(ell[0] == 3 && ell[1] == 2 && ell[2] == 3 && fabs(thr - 1.76) < 1e-6, "dear drafting: %d %d %d, %g",
+           ell[0], ell[1], ell[2], thr);
 }
 
 /* A policy's hook, counting how many drafts each verify step drafted but

@@ -130,7 +130,11 @@ int main(int argc, char **argv) {
     if (job.rank > 0) return tp_job_worker(&job, "bench_spec", eo);
     eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 1; }
-    cost_curve cost = {0};   /* loaded or profiled once, by the first policy that needs it */
+    /* one cost table per drafter (its drafting cost is part of it), loaded
+     * or profiled once, by the drafter's first policy that needs it */
+    enum { MAX_DRAFTERS = 8 };
+    static cost_curve costs[MAX_DRAFTERS];
+    char cost_names[MAX_DRAFTERS][32] = {{0}};
     /* the repo root: workloads live next to bench/ */
     char root[4096];
     snprintf(root, sizeof root, "%s", argv[0]);
@@ -188,6 +192,13 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (!d) continue;   /* "none" is the baseline above */
+            int ci = 0;
+            while (ci < MAX_DRAFTERS - 1 && cost_names[ci][0] && strcmp(cost_names[ci], dn)) ci++;
+            if (strcmp(cost_names[ci], dn)) {   /* a new drafter (past MAX_DRAFTERS: the last slot, re-measured) */
+                memset(&costs[ci], 0, sizeof costs[ci]);
+                snprintf(cost_names[ci], sizeof cost_names[ci], "%s", dn);
+            }
+            cost_curve *cost = &costs[ci];
             char scopy[256], *ssave = NULL;
             snprintf(scopy, sizeof scopy, "%s", schedules_s);
             for (char *sn = strtok_r(scopy, ",", &ssave); sn; sn = strtok_r(NULL, ",", &ssave)) {
@@ -199,7 +210,7 @@ int main(int argc, char **argv) {
             for (int depth = dmin; depth <= dmax; depth++) {
                 spec_counters cnt = {0};
                 vpolicy *sc = NULL;
-                if (vpolicy_setup(&sc, &cost, &va, e, batch, dmax, stderr, err, sizeof err)) {
+                if (vpolicy_setup(&sc, cost, &va, e, d, batch, dmax, stderr, err, sizeof err)) {
                     fprintf(stderr, "bench_spec: %s\n", err);
                     return 1;
                 }

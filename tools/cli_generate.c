@@ -217,7 +217,7 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     if (d) fprintf(stderr, "drafter %s, serving depth %d (from --depth)\n", d->ops->name, o.depth);
-    if (d && vpolicy_setup(&sc_, &cost, &o.verify, e, 1, o.depth, stderr, err, sizeof err)) {
+    if (d && vpolicy_setup(&sc_, &cost, &o.verify, e, d, 1, o.depth, stderr, err, sizeof err)) {
         fprintf(stderr, "specbed generate: %s\n", err);
         goto out;
     }
