@@ -135,7 +135,7 @@ int main(void) {
     CHECK(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "by_sequences"));
     /* the draft cost per drafting batch: linear in the batch between the points, the nearest past the
      * ends, the batch-1 figures without any; saved and read back; malformed ones refused by entry */
-    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_seconds_per_step\": 0.0004, "
+    put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"drafter\": \"mtp\", \"draft_seconds_per_step\": 0.0004, "
               "\"draft_seconds_per_token\": 0.0002, \"draft_seconds_per_prompt_token\": 0.00001, "
               "\"draft_by_sequences\": [{\"sequences\": 1, \"seconds_per_step\": 0.0004, \"seconds_per_token\": 0.0002}, "
               "{\"sequences\": 4, \"seconds_per_step\": 0.0001, \"seconds_per_token\": 0.00005}]}");
@@ -152,6 +152,7 @@ int main(void) {
     cost_curve_draft_at(&back, 2, &F, &T);
     CHECK(back.n_draft_by_seqs == 2 && near(F, 0.0003) && near(T, 0.00015) &&
           near(back.draft_seconds_per_prompt_token, 0.00001));
+    CHECK(!strcmp(c.drafter, "mtp") && !strcmp(back.drafter, "mtp"));   /* whose drafting costs these are */
     put(path, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"draft_seconds_per_step\": 0.0004, "
               "\"draft_seconds_per_token\": 0.0002}");
     CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_draft_by_seqs == 0);
