@@ -11,13 +11,15 @@
  * chains to cover the fma latency (4 cycles × 2 ports):
  *   R = 1..4 → J = 8, 4, 3, 3 (13–16 registers).
  * The last weight tile of a block repeats its last valid row instead of
- * reading past it (and drops the repeats), so every tile has full width. */
+ * reading past it (and drops the repeats), so every tile has full width.
+ * Each k step prefetches the tile CPU_PF_TILES ahead (cpu_prefetch_x86.h). */
 #include "backend.h"
 #include "cpu_internal.h"
 
 #if CPU_X86
 #include <immintrin.h>
 #include <math.h>
+#include "cpu_prefetch_x86.h"
 
 #define AI inline __attribute__((always_inline))
 #define RMAX 4
@@ -54,7 +56,7 @@ static AI float hsum8(__m256 s) {
 /* y[r*ldy + j] for r < R, j < jn (≤ J): x rows at x + r*cols, weight row j at
  * w0 + j*ws. R and J are constants after inlining. */
 static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *w0, size_t ws, int R, int J,
-                    int jn, kb_dtype dt) {
+                    int jn, kb_dtype dt, int pf_on) {
     const void *wr[JMAX];
 #pragma GCC unroll 8
     for (int j = 0; j < J; j++) wr[j] = w0 + (size_t)(j < jn ? j : jn - 1) * ws;
@@ -64,7 +66,11 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) acc[r][j] = _mm256_setzero_ps();
     int k = 0;
+    /* the tile CPU_PF_TILES ahead: its k slice is J·esize bytes per column */
+    const char *pf = w0 + (size_t)CPU_PF_TILES * J * ws;
+    const size_t es = kb_dtype_size(dt);
     for (; k + 8 <= cols; k += 8) {
+        if (pf_on) cpu_prefetch_span(pf + (size_t)k * J * es, (size_t)8 * J * es);
         __m256 wv[JMAX];
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) wv[j] = wload8(wr[j], k, dt);
@@ -89,9 +95,9 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 }
 
 static AI void rows_tile(float *y, size_t ldy, const float *x, int cols, const char *w, size_t ws, int j0,
-                         int j1, int R, int J, kb_dtype dt) {
+                         int j1, int R, int J, kb_dtype dt, int pf_on) {
     for (int j = j0; j < j1; j += J)
-        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt);
+        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt, pf_on);
 }
 
 static AI void block(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt, int cols,
@@ -104,10 +110,10 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
         float *yi = y + (size_t)i * ldy;
         const float *xi = x + (size_t)i * cols;
         switch (R) {
-        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt); break;
-        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 4, dt); break;
-        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 3, dt); break;
-        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 3, dt); break;
+        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt, i == 0); break;
+        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 4, dt, i == 0); break;
+        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 3, dt, i == 0); break;
+        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 3, dt, i == 0); break;
         }
         i += R;
     }

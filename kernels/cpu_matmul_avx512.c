@@ -34,13 +34,15 @@
  * R·J ≥ 8 independent fma chains (latency 4 × 2 ports):
  *   R = 1..6 → J = 8, 8, 6, 6, 4, 4 (7×3 and 8×3 measured at half the rate).
  * The last weight tile of a block repeats its last valid row instead of
- * reading past it (and drops the repeats), so every tile has full width. */
+ * reading past it (and drops the repeats), so every tile has full width.
+ * Each k step prefetches the tile CPU_PF_TILES ahead (cpu_prefetch_x86.h). */
 #include "backend.h"
 #include "cpu_internal.h"
 
 #if CPU_X86
 #include <immintrin.h>
 #include "cpu_hsum_x86.h"
+#include "cpu_prefetch_x86.h"
 
 #define AI inline __attribute__((always_inline))
 #define RMAX 6
@@ -85,7 +87,7 @@ static AI float hsum16(__m512 v) {
 /* y[r*ldy + j] for r < R, j < jn (≤ J): x rows at x + r*cols, weight row j at
  * w0 + j*ws. R and J are constants after inlining. */
 static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *w0, size_t ws, int R, int J,
-                    int jn, kb_dtype dt, int dp) {
+                    int jn, kb_dtype dt, int dp, int pf_on) {
     const void *wr[JMAX];
 #pragma GCC unroll 8
     for (int j = 0; j < J; j++) wr[j] = w0 + (size_t)(j < jn ? j : jn - 1) * ws;
@@ -95,8 +97,12 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) acc[r][j] = _mm512_setzero_ps();
     int k = 0;
+    /* the tile CPU_PF_TILES ahead: its k slice is J·esize bytes per column */
+    const char *pf = w0 + (size_t)CPU_PF_TILES * J * ws;
+    const size_t es = kb_dtype_size(dt);
     if (dp) {   /* bf16 weights on the avx512bf16 path: 32 products per instruction */
         for (; k + 32 <= cols; k += 32) {
+            if (pf_on) cpu_prefetch_span(pf + (size_t)k * J * es, (size_t)32 * J * es);
             __m512bh wv[JMAX];
 #pragma GCC unroll 8
             for (int j = 0; j < J; j++) wv[j] = (__m512bh)_mm512_loadu_si512((const uint16_t *)wr[j] + k);
@@ -127,6 +133,7 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
         k = cols;
     }
     for (; k + 16 <= cols; k += 16) {
+        if (pf_on) cpu_prefetch_span(pf + (size_t)k * J * es, (size_t)16 * J * es);
         __m512 wv[JMAX];
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) wv[j] = wload16(wr[j], k, dt);
@@ -176,9 +183,9 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 }
 
 static AI void rows_tile(float *y, size_t ldy, const float *x, int cols, const char *w, size_t ws, int j0,
-                         int j1, int R, int J, kb_dtype dt, int dp) {
+                         int j1, int R, int J, kb_dtype dt, int dp, int pf_on) {
     for (int j = j0; j < j1; j += J)
-        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt, dp);
+        tile(y + j, ldy, x, cols, w + (size_t)j * ws, ws, R, J, j1 - j < J ? j1 - j : J, dt, dp, pf_on);
 }
 
 static AI void block(float *y, size_t ldy, const float *x, int m, const void *w, kb_dtype dt, int cols,
@@ -191,12 +198,12 @@ static AI void block(float *y, size_t ldy, const float *x, int m, const void *w,
         float *yi = y + (size_t)i * ldy;
         const float *xi = x + (size_t)i * cols;
         switch (R) {
-        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt, dp); break;
-        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 8, dt, dp); break;
-        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 6, dt, dp); break;
-        case 4: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 6, dt, dp); break;
-        case 5: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 5, 4, dt, dp); break;
-        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt, dp); break;
+        case 1: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 1, 8, dt, dp, i == 0); break;
+        case 2: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 2, 8, dt, dp, i == 0); break;
+        case 3: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 3, 6, dt, dp, i == 0); break;
+        case 4: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 4, 6, dt, dp, i == 0); break;
+        case 5: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 5, 4, dt, dp, i == 0); break;
+        default: rows_tile(yi, ldy, xi, cols, w, ws, j0, j1, 6, 4, dt, dp, i == 0); break;
         }
         i += R;
     }

@@ -59,7 +59,7 @@ typedef struct {
     double spent_s, per_token_s;
 } vpolicy_draft_cost;
 
-/* The admission rule alone, exposed for tests and the depth recommender:
+/* The admission rule alone, exposed for tests:
  * given per-request survival curves a[r][j] (non-increasing in j, r < n,
  * j < kmax[r]), the cost table and the step's drafting cost (NULL: free),
  * writes the number of drafts admitted per request into ell[r], maximising
