@@ -66,8 +66,9 @@ static AI void tile(float *y, size_t ldy, const float *x, int cols, const char *
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++) acc[r][j] = _mm256_setzero_ps();
     int k = 0;
-    /* the tile CPU_PF_TILES ahead: its k slice is J·esize bytes per column */
-    const char *pf = w0 + (size_t)CPU_PF_TILES * J * ws;
+    /* the tile CPU_PF_TILES ahead (it may lie past the matrix: a prefetch
+     * does not fault, and the address is formed as an integer) */
+    const uintptr_t pf = (uintptr_t)w0 + (size_t)CPU_PF_TILES * J * ws;
     const size_t es = kb_dtype_size(dt);
     for (; k + 8 <= cols; k += 8) {
         if (pf_on) cpu_prefetch_span(pf + (size_t)k * J * es, (size_t)8 * J * es);

@@ -20,16 +20,19 @@
 #define SPECBED_CPU_PREFETCH_X86_H
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CPU_PF_TILES 4   /* 2, 4 and 8 measured: 4 best or tied after a 4–48 MB sweep; a line every
                             128 bytes (the adjacent-line prefetcher for the rest) was slower */
 
-/* Prefetches [p, p + bytes) into L2, one line per 64 bytes (at least one).
+/* Prefetches [a, a + bytes) into L2, one line per 64 bytes (at least one).
+ * The address is an integer: the tile ahead may lie past the matrix, where
+ * C's pointer arithmetic may not go (a prefetch of it does not fault).
  * bytes is a constant after inlining, so the loop unrolls. */
-static inline __attribute__((always_inline)) void cpu_prefetch_span(const char *p, size_t bytes) {
+static inline __attribute__((always_inline)) void cpu_prefetch_span(uintptr_t a, size_t bytes) {
     size_t b = 0;
     do {
-        _mm_prefetch(p + b, _MM_HINT_T1);
+        _mm_prefetch((const char *)(a + b), _MM_HINT_T1);
         b += 64;
     } while (b < bytes);
 }

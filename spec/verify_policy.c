@@ -81,8 +81,7 @@ static vpolicy_draft_cost drafting_cost(const cost_curve *cost, const spec_propo
         drafted += props[r].k;
     }
     double F = 0, T = 0;
-    if (seqs > 0) cost_curve_draft_at(cost, seqs, &F, &T);
-    else cost_curve_draft_at(cost, 1, &F, &T);
+    cost_curve_draft_at(cost, seqs > 0 ? seqs : 1, &F, &T);
     return (vpolicy_draft_cost){seqs * F + drafted * T, T};
 }
 
