@@ -282,3 +282,9 @@ out:
     free(toks); free(lrows); free(logits); free(spans); free(times);
     return rc;
 }
+
+void cost_profile_print_draft(FILE *f, const cost_curve *t) {
+    if (t->drafter[0])
+        fprintf(f, "drafter %s: %.3f ms per drafting step + %.3f ms per drafted token (batch 1)\n", t->drafter,
+                t->draft_seconds_per_step * 1e3, t->draft_seconds_per_token * 1e3);
+}

@@ -4,6 +4,7 @@
 #ifndef SPECBED_COST_PROFILE_H
 #define SPECBED_COST_PROFILE_H
 #include <stddef.h>
+#include <stdio.h>
 #include "cost_curve.h"
 #include "drafter.h"
 #include "engine.h"
@@ -15,5 +16,8 @@
  * bundled model. Leaves the KV cache as it found it. */
 int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int history, int reps, char *err,
                  size_t errlen);
+
+/* One line on f: the drafter cost a profile measured (nothing when t has no drafter). */
+void cost_profile_print_draft(FILE *f, const cost_curve *t);
 
 #endif

@@ -175,13 +175,12 @@ static int keep(void *ctx, const spec_proposal *p) {
     double tau = 1.0, bound = 1.0;
     for (int i = 0; i < p->k; i++) tau += bound *= survival_step(s, p, i);
     if (p->conf_ahead) bound *= survival_step(s, p, p->k);
+    if (s->have_thr) return bound > s->next_thr;
     /* this request alone: its drafting so far (the pass that gave a signal
      * has run) is spent; draft k would add its own per-token cost */
     double F, T;
     cost_curve_draft_at(s->o.cost, 1, &F, &T);
-    double thr = admit_threshold(s->o.cost, tau, 1, p->k + 1, F + p->k * T, T);
-    if (s->have_thr) thr = s->next_thr;
-    return bound > thr;
+    return bound > admit_threshold(s->o.cost, tau, 1, p->k + 1, F + p->k * T, T);
 }
 
 /* Adaptive only: whether drafting pays at all this step. The drafter's own

@@ -81,7 +81,8 @@ typedef struct {
 /* The one place a command turns vpolicy_args into a policy: checks the
  * name, fills *cost when the policy needs one and cost->n is 0 (loads
  * cost_path, or profiles the engine over up to max_slots × (max_depth + 1)
- * rows and drafter d's cost, saying so on log), and creates the policy for
+ * rows and drafter d's cost, saying so on log; d is the running drafter,
+ * never NULL), and creates the policy for
  * max_slots request slots. A loaded table's drafter costs measured for
  * another drafter than d are dropped (said on log): the policy then counts
  * drafting as free, as it does for a table without them. *out stays NULL

@@ -6,22 +6,21 @@
 #include "errmsg.h"
 #include "verify_policy.h"
 
-/* A table's drafter costs for another drafter than the one running (or of
- * unknown origin when it says nothing) would charge the wrong drafting. */
+/* A table's drafter costs measured for another drafter than d would charge
+ * the wrong drafting: dropped. A table that names no drafter (written by
+ * hand) is taken at its word. */
 static void drop_foreign_draft_cost(cost_curve *c, const drafter *d, const char *path, FILE *log) {
-    int has = c->draft_seconds_per_step > 0 || c->draft_seconds_per_token > 0 || c->n_draft_by_seqs > 0;
-    const char *name = d ? d->ops->name : "none";
-    if (!has) {
-        if (log && d)
+    const char *name = d->ops->name;
+    if (!(c->draft_seconds_per_step > 0 || c->draft_seconds_per_token > 0 || c->n_draft_by_seqs > 0)) {
+        if (log)
             fprintf(log, "cost table %s has no drafter cost: drafting counts as free (`specbed profile --drafter %s` "
                     "measures it)\n", path, name);
         return;
     }
-    if (c->drafter[0] && d && !strcmp(c->drafter, name)) return;
-    if (c->drafter[0] == 0 && d) return;   /* a hand-written table: taken as the user's word */
+    if (!c->drafter[0] || !strcmp(c->drafter, name)) return;
     if (log)
         fprintf(log, "cost table %s: its drafter cost is %s's, this run drafts with %s: drafter cost ignored\n", path,
-                c->drafter[0] ? c->drafter : "(unnamed)", name);
+                c->drafter, name);
     c->draft_seconds_per_step = c->draft_seconds_per_token = c->draft_seconds_per_prompt_token = 0;
     c->n_draft_by_seqs = 0;
 }
@@ -43,15 +42,13 @@ int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_en
              * about a second on the bundled model. */
             int rows = max_slots * (max_depth + 1);
             if (log)
-                fprintf(log, "no --cost-table: profiling verify cost (up to %d rows)%s%s at startup ...\n", rows,
-                        d ? " and drafter " : "", d ? d->ops->name : "");
+                fprintf(log, "no --cost-table: profiling verify cost (up to %d rows) and drafter %s at startup ...\n",
+                        rows, d->ops->name);
             if (cost_profile(cost, e, d, rows, 128, 3, err, errlen)) return -1;
             if (log)
                 fprintf(log, "cost: %g rows %.3f ms ... %g rows %.3f ms per step\n", cost->rows[0],
                         cost->seconds[0] * 1e3, cost->rows[cost->n - 1], cost->seconds[cost->n - 1] * 1e3);
-            if (log && d)
-                fprintf(log, "drafter %s: %.3f ms per drafting step + %.3f ms per drafted token (batch 1)\n",
-                        d->ops->name, cost->draft_seconds_per_step * 1e3, cost->draft_seconds_per_token * 1e3);
+            if (log) cost_profile_print_draft(log, cost);
         }
     }
     return vpolicy_create(out, &o, err, errlen);

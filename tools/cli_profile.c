@@ -79,9 +79,7 @@ int cli_profile(int argc, char **argv) {
     printf("%8s %12s %14s\n", "rows", "ms/step", "ms/row");
     for (int i = 0; i < t.n; i++)
         printf("%8g %12.3f %14.4f\n", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
-    if (d)
-        printf("drafter %s: %.3f ms per drafting step + %.3f ms per drafted token (batch 1)\n", d->ops->name,
-               t.draft_seconds_per_step * 1e3, t.draft_seconds_per_token * 1e3);
+    cost_profile_print_draft(stdout, &t);
     printf("cost table written to %s\n", out);
     rc = 0;
 out:
