@@ -10,11 +10,13 @@ Must not: touch the tokenizer files (train_tokenizer.py writes them) or the
 MTP keys (train_mtp.py appends them to model.safetensors afterwards).
 
 Usage: train_target.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--layers L] [--heads Q,KV]
-                       [--init DIR] [--copy-frac F --max-back D --copy-mix R,P,X] [--name NAME]
+                       [--init DIR [--grow-layers N]] [--copy-frac F --max-back D --copy-mix R,P,X] [--name NAME]
 Stage 2 (--init): continue from a written target with a share F of the rows
 edited into copy rows (tiny_copy.py), checkpoint WORK/NAME.ckpt, log
 WORK/NAME.log; the evaluation, copy probes included, goes into
-WORK/NAME_eval.json (stage 1: target_eval.json).
+WORK/NAME_eval.json (stage 1: target_eval.json). --grow-layers N appends N
+decoder layers to the --init target as identities (grow_layers), so the
+continued run starts from exactly the trained model with more depth.
 """
 import argparse
 import os
@@ -45,6 +47,24 @@ def eval_loss(model, seq_len, n, split="val"):
     return out
 
 
+def grow_layers(model, n):
+    """Append n decoder layers that start as identities: copies of the last
+    layer (their projections start meaningful) with o_proj and down_proj
+    zeroed, so each adds nothing to the residual stream until training
+    moves those two (their gradients are non-zero: the inputs are). The
+    model's outputs are unchanged; only the depth grows."""
+    import copy
+    with torch.no_grad():
+        for _ in range(n):
+            layer = copy.deepcopy(model.model.layers[-1])
+            torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(layer.mlp.down_proj.weight)
+            layer.self_attn.layer_idx = len(model.model.layers)
+            model.model.layers.append(layer)
+    model.config.num_hidden_layers = len(model.model.layers)
+    model.config.layer_types = ["full_attention"] * len(model.model.layers)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2200)
@@ -58,6 +78,8 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.0)
     ap.add_argument("--max-back", type=int, default=900)
     ap.add_argument("--name", default="target")
+    ap.add_argument("--grow-layers", type=int, default=0,
+                    help="with --init: append this many identity-initialised decoder layers")
     ap.add_argument("--layers", type=int, default=tc.TARGET["num_hidden_layers"],
                     help="decoder layers of a target trained from scratch (without --init)")
     ap.add_argument("--heads", default=None, metavar="Q,KV",
@@ -89,8 +111,12 @@ def main():
         dims.update(num_attention_heads=q, num_key_value_heads=kv, head_dim=dims["hidden_size"] // q)
     cfg = Qwen3Config(**dims, bos_token_id=sp["<|endoftext|>"], eos_token_id=sp["<|endoftext|>"],
                       pad_token_id=sp["<|endoftext|>"], attn_implementation="sdpa")
+    if args.grow_layers and not args.init:
+        tc.die("--grow-layers needs --init (the target to grow)")
     if args.init:
         model = tc.load_target(args.init, torch.float32)
+        if args.grow_layers:
+            grow_layers(model, args.grow_layers)
         for p in model.parameters():
             p.requires_grad_(True)
     else:
