@@ -167,6 +167,17 @@ void model_free(model *m) {
     free(m);
 }
 
+int model_tensor_is_target(const st_model *st, const char *name, const model *target, int head) {
+    const st_tensor *a = st_find(st, name);
+    /* the head is lm_head.weight when the file has one (model_load binds it), else the tied embedding */
+    const st_tensor *b = head ? st_find(target->st, "lm_head.weight") : NULL;
+    if (!b) b = st_find(target->st, "model.embed_tokens.weight");
+    if (!a || !b || a->dt != b->dt || a->ndim != b->ndim || a->nbytes != b->nbytes) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return a->data == b->data || memcmp(a->data, b->data, a->nbytes) == 0;
+}
+
 int model_load(model **out, const char *dir, char *err, size_t errlen) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);

@@ -86,4 +86,12 @@ int  model_bind_matrix(kb_weight *w, const st_model *st, const char *name, int r
 int  model_copy_vector(float **out, const st_model *st, const char *name, int n,
                        char *err, size_t errlen);
 
+/* 1 when tensor `name` of st holds exactly the target's embedding
+ * (head 0) or lm_head (head 1): same dtype, shape and bytes, compared in
+ * the mapped files (so also under cuda, where bound weights live on the
+ * device); 0 when it differs or is absent. A drafter checkpoint that
+ * carries a frozen copy of one (DeepSpec saves both) then uses the
+ * target's weight instead: one copy in the cache, the same numbers. */
+int  model_tensor_is_target(const st_model *st, const char *name, const model *target, int head);
+
 #endif

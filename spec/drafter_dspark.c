@@ -316,8 +316,11 @@ static void startup_message(const ds_state *s, const dspark_opts *o) {
     fprintf(stderr, "dspark: taps of target layers");
     for (int i = 0; i < s->ck.n_taps; i++) fprintf(stderr, " %d", s->ck.target_layer_ids[i]);
     fprintf(stderr, ", %d draft layers, markov rank %d, confidence head %s%s%s\n", s->ck.cfg.n_layers, s->R,
-            s->ck.has_conf ? "yes" : "no", s->ck.own_embed ? "" : ", target's embedding",
-            s->ck.own_lm_head ? "" : ", target's lm_head");
+            s->ck.has_conf ? "yes" : "no",
+            s->ck.own_embed ? "" : s->ck.shared_embed ? ", target's embedding (the checkpoint's copy is identical)"
+                                                      : ", target's embedding",
+            s->ck.own_lm_head ? "" : s->ck.shared_lm_head ? ", target's lm_head (the checkpoint's copy is identical)"
+                                                          : ", target's lm_head");
     const draft_vocab *dv = &s->ck.dv;
     if (dv->n)
         fprintf(stderr, "dspark: draft vocabulary %d of %d (d2t from %s): lm_head %s%s; drafts are target ids, "

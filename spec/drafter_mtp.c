@@ -300,7 +300,8 @@ static int bind_module(mtp_module *md, const model *m, int j, char *err, size_t 
     if (st_find(m->st, name) && model_copy_vector(&md->head_norm, m->st, name, H, err, errlen)) return -1;
     md->final_norm = md->head_norm ? md->head_norm : m->final_norm;
     snprintf(name, sizeof name, "%sshared_head.head.weight", pre);
-    md->own_head = st_find(m->st, name) != NULL;
+    /* a copy of the target's head with the same bytes is the target's (one copy in the cache) */
+    md->own_head = st_find(m->st, name) != NULL && !model_tensor_is_target(m->st, name, m, 1);
     if (md->own_head) {
         if (model_bind_matrix(&md->head, m->st, name, V, H, err, errlen)) return -1;
     } else {

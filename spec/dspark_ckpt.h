@@ -43,7 +43,8 @@ typedef struct {
     layer_weights *layers;       /* [cfg.n_layers] */
     kb_weight embed;             /* [V, H] the checkpoint's, or the target's */
     kb_weight lm_head;           /* [NV, H], NV = dv.n with a draft vocabulary, else V */
-    int own_embed, own_lm_head;
+    int own_embed, own_lm_head;  /* bound from the checkpoint (not the target's) */
+    int shared_embed, shared_lm_head; /* the checkpoint's copy is the target's bytes: the target's is used */
     int reduced_head;            /* lm_head.weight was stored [N, H] */
     draft_vocab dv;              /* dv.n = 0: none */
     int draft_vocab_size;        /* config.json's, 0 = absent */

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include "drafter_dspark.h"
+#include "dspark_ckpt.h"
+#include "engine.h"
 #include "drafter_test.h"
 
 enum { MAXK = 16 };
@@ -260,6 +262,28 @@ static void refuse(gen_engine *e, const char *ddir, const char *field, const cha
     rmdir(dir);
 }
 
+/* The bundled checkpoint's embed_tokens and lm_head are DeepSpec's frozen
+ * copies of the target's: the drafter uses the target's weights (one copy
+ * in the cache, the same numbers; the goldens above pass through them).
+ * A tensor of another shape, or of the same shape with other bytes (the
+ * draft model's trained embedding), is not taken for the target's. */
+static void shared_copies(const model *t) {
+    char err[1024];
+    dspark_ckpt c;
+    if (dspark_ckpt_load(&c, tu_path("models/tiny-dspark"), t, err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    CHECKF(c.shared_embed && c.shared_lm_head && !c.own_embed && !c.own_lm_head,
+           "shared embed %d head %d, own embed %d head %d", c.shared_embed, c.shared_lm_head, c.own_embed,
+           c.own_lm_head);
+    CHECKF(c.embed.data == t->embed.data && c.lm_head.data == t->lm_head.data, "the target's weights are used");
+    CHECKF(!model_tensor_is_target(c.st, "fc.weight", t, 1), "fc.weight is not the target's head");
+    dspark_ckpt_free(&c);
+    st_model *d;
+    if (st_open_dir(&d, tu_path("models/tiny-draft"), err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    CHECKF(!model_tensor_is_target(d, "model.embed_tokens.weight", t, 0),
+           "the draft model's embedding (same shape, other bytes) is not the target's");
+    st_close(d);
+}
+
 static int bundled_part(int full) {
     char err[1024];
     gen_engine *e;
@@ -271,6 +295,7 @@ static int bundled_part(int full) {
     if (!full) {
         golden_check(e, "models/tiny-dspark", "tests/golden/dspark", "models/tiny-dspark");
         golden_check(e, "models/tiny-dspark", "tests/golden/dspark-chain", "models/tiny-dspark chained");
+        shared_copies(e->m);
     }
     lossless_and_sampling(e, "models/tiny-dspark", 1, full);
     gen_engine_free(e);
