@@ -69,6 +69,18 @@ beside it after that): random spans 0.91-0.94 to 400 back and 0.83 at 800, pertu
 loss +0.014 code / +0.016 prose. Long-range induction is learnable here;
 trusting the copy over the prior on natural text is what the 4-layer,
 256-wide model does not learn at this budget.
+
+Found 3 Dec, evening: a recall plant's intro and cue were tokenized
+apart, so every training plant read [".", " ", "The", " pass", ...] where
+the probes' plant (and any text) reads [".", " The", " pass", ...]; the
+key's first token, the recall on cue, was the weakest (0.74–0.85) and
+its misses were the prior's distribution, not a wrong copy. Plants are now
+tokenized as the text they are (split_cue=False; --copy-split-cue keeps
+the old rows, bit for bit, which is how the bundled family was trained).
+The 800-step recipe above (--copy-mix 0.15,0.15,0.2,0.35,0.15, seed 8)
+with joint plants: probes 17 -> 28 of 39, copy_token_acc 0.942 -> 0.971,
+first key token 0.74 -> 0.95 (models/README.md has the command and the
+longer run).
 """
 import json
 import math
@@ -111,7 +123,7 @@ def word_pool(n=12000, skip=300, exclude=()):
 class CopyRows:
     """Edits corpus windows into copy rows; deterministic given the seed."""
 
-    def __init__(self, tok, seed, max_back=900, exclude=(), mix=MIX):
+    def __init__(self, tok, seed, max_back=900, exclude=(), mix=MIX, split_cue=False):
         self.tok = tok
         self.mix = np.cumsum(mix) / np.sum(mix)
         self.rng = np.random.default_rng(seed + 7919)
@@ -119,6 +131,12 @@ class CopyRows:
         self.words = word_pool(exclude=exclude)
         self.cues = [tok.encode(c, add_special_tokens=False).ids for c in CUES]
         self.intros = [tok.encode("\n\n" + i, add_special_tokens=False).ids for i in INTROS]
+        # A plant's intro and cue are one text ("Remember this. The passphrase
+        # is:"), tokenized as such: ". The" is [".", " The"]. split_cue
+        # tokenizes them apart ([".", " ", "The"], a sequence no text has):
+        # what models/tiny and its drafters were trained with (see SPLIT_CUE_NOTE).
+        self.split_cue = split_cue
+        self.intro_cue = [[tok.encode("\n\n" + i + c, add_special_tokens=False).ids for c in CUES] for i in INTROS]
         self.sep = tok.encode(".\n\n", add_special_tokens=False).ids
         self.nl = tok.encode("\n\n", add_special_tokens=False).ids
         self.nl_arr = np.asarray(self.nl, dtype=np.int64)
@@ -147,7 +165,8 @@ class CopyRows:
         for _ in range(int(self.rng.integers(2, 9))):
             c = int(self.rng.integers(len(self.cues)))
             key = self._key()
-            plant = self.intros[int(self.rng.integers(len(self.intros)))] + self.cues[c] + key + self.sep
+            i = int(self.rng.integers(len(self.intros)))
+            plant = (self.intros[i] + self.cues[c] if self.split_cue else self.intro_cue[i][c]) + key + self.sep
             back = self.nl + self.cues[c] + key + self.sep
             span = len(plant) + len(back)
             hi = min(self.max_back, T - span - 2)
@@ -246,14 +265,25 @@ class MixedBatcher:
         return torch.from_numpy(x)
 
 
-def mixed(batcher, copy_frac, seed, max_back=900, mix=MIX):
+SPLIT_CUE_NOTE = ("tokenize a recall plant's intro and cue apart, as models/tiny, its MTP module, "
+                  "models/tiny-dspark and models/tiny-draft were trained (the recorded recipe; the default "
+                  "tokenizes them as the text they are, which took the copy probes from 17 to 28 of 39)")
+
+
+def add_args(ap):
+    """The copy-row options every trainer shares."""
+    ap.add_argument("--copy-split-cue", action="store_true", help=SPLIT_CUE_NOTE)
+
+
+def mixed(batcher, copy_frac, seed, max_back=900, mix=MIX, split_cue=False):
     """`batcher` with a copy_frac share of copy rows (itself when 0), of the
     kinds recall/repeat/random in the proportions `mix`; the probe words are
     never used."""
     if copy_frac <= 0:
         return batcher
     from tiny_workloads import WORDS
-    return MixedBatcher(batcher, CopyRows(tc.load_tokenizer(), seed, max_back=max_back, exclude=WORDS, mix=mix),
+    return MixedBatcher(batcher, CopyRows(tc.load_tokenizer(), seed, max_back=max_back, exclude=WORDS, mix=mix,
+                                          split_cue=split_cue),
                         copy_frac, seed)
 
 

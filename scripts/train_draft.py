@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.25, help="share of copy rows (tiny_copy.py)")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-draft"))
+    tiny_copy.add_args(ap)
     tc.add_precision_arg(ap)
     args = ap.parse_args()
 
@@ -61,7 +62,8 @@ def main():
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt = os.path.join(tc.WORK, "draft.ckpt")
     step, _ = tc.load_ckpt(ckpt, {"draft": model}, opt)
-    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
+                              split_cue=args.copy_split_cue)
     for _ in range(step):
         batcher.next()
     tc.log("draft: %.2fM params (layers from target %s), %d steps (from %d)" % (

@@ -193,6 +193,7 @@ def main():
     ap.add_argument("--name", default="dspark", help="WORK/NAME.ckpt and WORK/NAME.log")
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
     ap.add_argument("--out", default=os.path.join(tc.MODELS, "tiny-dspark"))
+    tiny_copy.add_args(ap)
     tc.add_precision_arg(ap)
     args = ap.parse_args()
 
@@ -231,7 +232,8 @@ def main():
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"dspark": model}, opt)
-    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
+                              split_cue=args.copy_split_cue)
     for _ in range(step):
         batcher.next()
     if step:

@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--copy-frac", type=float, default=0.25)
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
+    tiny_copy.add_args(ap)
     tc.add_precision_arg(ap)
     args = ap.parse_args()
 
@@ -91,7 +92,8 @@ def main():
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt = os.path.join(tc.WORK, "mtp.ckpt")
     step, extra = tc.load_ckpt(ckpt, {"mtp": mtp}, opt)
-    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed)
+    batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
+                              split_cue=args.copy_split_cue)
     for _ in range(step):
         batcher.next()
     tc.log("mtp: %.2fM params, %d steps (from %d)" % (sum(p.numel() for p in params) / 1e6, args.steps, step), logf)

@@ -88,6 +88,7 @@ def main():
                                                           tc.TARGET["num_key_value_heads"]))
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random[,far,perturbed] shares of the copy rows")
+    tiny_copy.add_args(ap)
     tc.add_precision_arg(ap)
     args = ap.parse_args()
 
@@ -134,7 +135,7 @@ def main():
     if len(mix) != 5 or min(mix) < 0 or sum(mix) <= 0:
         tc.die("--copy-mix wants non-negative shares recall,repeat,random[,far,perturbed], got %s" % args.copy_mix)
     batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
-                              args.max_back, mix)
+                              args.max_back, mix, split_cue=args.copy_split_cue)
     if step:  # replay the sampler so a resumed run sees the same batches
         for _ in range(step):
             batcher.next()
@@ -182,7 +183,8 @@ def main():
            "batch": args.batch, "seq": args.seq, "eval_seq": tc.SEQ_LEN, "tokens_seen": args.steps * args.batch * args.seq,
            "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
            "val_windows_per_domain": 64, "init": args.init, "copy_frac": args.copy_frac,
-           "max_back": args.max_back, "copy_mix": mix, "copy_probes": tiny_copy.copy_eval(m2, tok),
+           "max_back": args.max_back, "copy_mix": mix, "copy_split_cue": args.copy_split_cue,
+           "copy_probes": tiny_copy.copy_eval(m2, tok),
            "copy_token_acc": tiny_copy.copy_token_acc(m2, tok), "span_copy_acc": tiny_copy.span_copy_acc(m2, tok)}
     tc.write_json(os.path.join(tc.WORK, args.name + "_eval.json"), res)
     tc.log("final (bf16 weights) %s" % res, logf)
