@@ -628,13 +628,18 @@ static void test_queue_full(void) {
  * still lossless: greedy text equals the fixed-schedule server's, under a
  * batch of concurrent requests; /metrics counts the drafts computed and
  * then not verified. With DSpark, whose confidence comes before each
- * draft, drafting stops early there too. */
-static void test_verify_schedule(const char *drafter, const char *dir, const char *policy) {
+ * draft, drafting stops early there too. cost_table NULL: the server
+ * profiles verify and drafter costs at startup (adaptive's probes draft
+ * whatever that measures); a table makes the decisions independent of the
+ * machine: profiled under ASan on a CI machine, DSpark's drafting looked
+ * so dear that confidence admitted no draft at all (0 drafts verified). */
+static void test_verify_schedule(const char *drafter, const char *dir, const char *policy, const char *cost_table) {
     server_opts o;
     server_opts_default(&o);
     o.dr.name = drafter;
     o.dr.draft_model = tu_path(dir);
     o.verify.name = policy;
+    o.verify.cost_path = cost_table;
     o.api_key = KEY;
     o.decode_log_interval = 0;
     FILE *log = tmpfile();
@@ -722,8 +727,20 @@ int main(void) {
         test_metrics_and_log(log);
         CHECK(idle(BASE));
         server_free(s);
-        test_verify_schedule("draft", "tests/fixtures/qwen3-tied", "adaptive");
-        test_verify_schedule("dspark", "tests/fixtures/dspark-tiny", "confidence");
+        test_verify_schedule("draft", "tests/fixtures/qwen3-tied", "adaptive", NULL);
+        /* verify rows nearly free next to a step, drafting cheap: a draft
+         * the confidence head gives even ~0.05 pays */
+        char cost[] = "/tmp/test_server_cost_XXXXXX";
+        int fd = mkstemp(cost);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        CHECK(f != NULL);
+        if (f) {
+            fputs("{\"drafter\": \"dspark\", \"rows\": [1, 8, 64], \"seconds_per_step\": [0.001, 0.00101, 0.0011], "
+                  "\"draft_seconds_per_step\": 0.00002, \"draft_seconds_per_token\": 0.00001}\n", f);
+            fclose(f);
+            test_verify_schedule("dspark", "tests/fixtures/dspark-tiny", "confidence", cost);
+            remove(cost);
+        }
     }
     fclose(log);
     for (int i = 0; i < 8; i++) free(REF[i]);
