@@ -80,8 +80,15 @@ COPY_EXPERIMENTS = (
     'retraining MTP, DSpark and the draft model on it and regenerating their goldens (about 70 min of '
     'training on this machine, scripts/train_tiny.sh steps mtp dspark goldens draft eval card with '
     'SPLIT=). Probes went 17 → 28 → 34 of 39 for 0 → 800 → 1,600 steps of joint plants, so the next run '
-    'is longer: a 1,600-step continuation of joint4long (seed 9) was started and stopped for lack of '
-    'session time.'
+    'is longer: a further 1,600 steps from joint4long (the same command with --init '
+    '../scratch/tiny/joint4long --seed 9 --name joint4more, 01:49:41–02:20:52 UTC, 3583 tok/s, alone) '
+    'copied 29 of 39 (48 1/3, 64 3/3, 96 3/3, 112 2/3, 120 2/3, 136 2/3, 144 2/3, 160 3/3, 192 2/3, 256 '
+    '2/3, 320 3/3, 384 2/3, 480 2/3); key-token accuracy 0.977 (11 of 482 key tokens missed), first key '
+    'token 0.974, median copy probability 0.92; random spans 0.89–0.96, natural text 0.46–0.73; val loss '
+    'code 2.210 / prose 2.885. More steps did not lift the copy (34 → 29 probes, within the ±5 the '
+    'all-or-nothing probes move on noise; key tokens 0.988 → 0.977) while the language model kept '
+    'improving: per-token copying sits at 0.98–0.99, and all probes need about 0.995, so the next thing '
+    'to try is the copy data (more recall rows) rather than more steps (untested).'
 )
 
 
