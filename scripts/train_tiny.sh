@@ -6,9 +6,13 @@
 # models/tiny-draft, the drafter goldens and the acceptance numbers of
 # models/README.md. Must not: be run by tests.
 #
-# Steps: corpus, tokenizer, workloads, target, copy, mtp, dspark, goldens, draft, eval, card (models/README.md).
-# target is stage 1 (scratch/tiny/stage1); copy is stage 2, which continues it with
-# copy rows mixed in (tiny_copy.py) and writes models/tiny.
+# Steps: corpus, tokenizer, workloads, target, copy, joint, anneal, mtp, dspark, goldens, draft, eval,
+# card (models/README.md).
+# The target has four stages: target (stage 1, scratch/tiny/stage1, no copy rows); copy
+# (stage 2, scratch/tiny/stage2: copy rows mixed in, tiny_copy.py, with the recall plants
+# tokenized apart from their intro, --copy-split-cue, as stage 2 was first trained); joint
+# (stage 3, scratch/tiny/joint: plants tokenized as text, long-range random runs and
+# perturbed spans); anneal (stage 4: low LR, recall-heavy copy rows) writes models/tiny.
 # dspark is two runs too: stage 1 (scratch/tiny/dspark_stage1, one block per
 # anchor), then the chained fine-tune (--chain-blocks 2) that writes models/tiny-dspark.
 # Usage: scripts/train_tiny.sh [--from STEP] [--only STEP] [--resume]
@@ -20,15 +24,14 @@
 # bf16, the recorded recipe; f32 on a CPU without AVX-512, where torch's bf16
 # autocast is emulated: 100 against 1,846 tok/s on an AVX2-only EPYC,
 # scripts/train_speed.py) for
-# every trainer's --precision; SPLIT (default --copy-split-cue, the recorded
-# recipe; empty: plants tokenized as text) for every copy-row trainer. Seeds are fixed in
+# every trainer's --precision. Seeds are fixed in
 # each script's defaults; on another CPU the weights differ in the last bits
 # (float reduction order), not in kind.
 # Wall time on 2 shared cores (AMD EPYC, AVX-512 bf16): see models/README.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-STEPS=(corpus tokenizer workloads target copy mtp dspark goldens draft eval card)
+STEPS=(corpus tokenizer workloads target copy joint anneal mtp dspark goldens draft eval card)
 FROM=corpus ONLY= RESUME=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,10 +52,6 @@ mkdir -p "$WORK"
 export SPECBED_THREADS="${SPECBED_THREADS:-2}"
 PRECISION="${PRECISION:-bf16}"
 case "$PRECISION" in bf16|f32) ;; *) echo "train_tiny.sh: PRECISION must be bf16 or f32, not $PRECISION" >&2; exit 2 ;; esac
-# The bundled family was trained with copy-row plants whose intro and cue are
-# tokenized apart (tiny_copy.SPLIT_CUE_NOTE); the recorded recipe keeps that
-# so these steps reproduce it. Retraining (issue 12) drops it: SPLIT= .
-if [ -z "${SPLIT+set}" ]; then SPLIT=--copy-split-cue; fi
 # Busy-waiting OpenMP threads collapse throughput 5x when another process holds a core.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
@@ -72,18 +71,28 @@ run_step() {
     target)    (cd scripts && "$PY" train_target.py --precision "$PRECISION" --steps 2200 --seed 1 \
                  --out "$WORK/stage1") ;;
     copy)      (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage1" --copy-frac 0.5 \
-                 --max-back 900 $SPLIT \
-                 --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy) ;;
-    mtp)       (cd scripts && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2 $SPLIT) ;;
+                 --max-back 900 --copy-split-cue \
+                 --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy --out "$WORK/stage2") ;;
+    # joint: the copy rows' plants as text reads them; far random runs and perturbed
+    # spans ask for long-range copies the prior cannot guess (tiny_copy.py's docstring).
+    joint)     (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage2" --copy-frac 0.5 \
+                 --max-back 900 --copy-mix 0.15,0.15,0.2,0.35,0.15 \
+                 --seq 1024 --batch 4 --steps 1600 --lr 1e-3 --warmup 50 --seed 8 --name joint --out "$WORK/joint") ;;
+    # anneal: a fifth of the LR with more recall rows took the copy probes from 34 to
+    # 36 of 39 and every canary probe (models/README.md); it writes models/tiny.
+    anneal)    (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/joint" --copy-frac 0.5 \
+                 --max-back 900 --copy-mix 0.4,0.1,0.15,0.25,0.1 \
+                 --seq 1024 --batch 4 --steps 500 --lr 2e-4 --warmup 20 --seed 10 --name anneal) ;;
+    mtp)       (cd scripts && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2) ;;
     # dspark: stage 1 trains one block (DeepSpec's recipe); the chained
     # fine-tune then trains block 1 of depth > γ as the engine chains it.
     # 3 draft layers over taps 1 2 3 (3 = the final-normed state): each layer
     # copies about one slot further (bench/README.md, the copied-span test).
     dspark)    (cd scripts && "$PY" train_dspark.py --precision "$PRECISION" --steps 1600 --seed 3 \
-                  --layers 3 --target-layer-ids 1 2 3 --out "$WORK/dspark_stage1" $SPLIT &&
+                  --layers 3 --target-layer-ids 1 2 3 --out "$WORK/dspark_stage1" &&
                 "$PY" train_dspark.py --precision "$PRECISION" --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
-                  --layers 3 --target-layer-ids 1 2 3 --steps 700 --lr 1e-3 --warmup 20 --seed 6 $SPLIT) ;;
-    draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4 $SPLIT) ;;
+                  --layers 3 --target-layer-ids 1 2 3 --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
+    draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
     eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
                 "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json" &&
                 "$PY" eval_drafters.py --copy 100,400 --out "$WORK/eval_copy.json") ;;
