@@ -204,7 +204,6 @@ def stage_section(w, name, title, intro):
         w("| %s | %.3f | %.1f |" % (d, rec["val_loss"][d], rec["val_ppl"][d]))
     w("")
     copy_tables(w, rec)
-    return rec
 
 
 def main():
@@ -329,8 +328,7 @@ def main():
         w("")
         copy_tables(w, c2)
     else:
-        w(kept_block(prev_card, "### Stage 2", (COPY_EXPERIMENTS[:40], "### ")).replace(
-            "### Stage 2: copy rows (what models/tiny holds)", "### Stage 2: copy rows"))
+        w(kept_block(prev_card, "### Stage 2", (COPY_EXPERIMENTS[:40], "### ")))
     # The experiments that did not become models/tiny, and why (hand-written: no record file holds them).
     w(COPY_EXPERIMENTS + "\n")
     stage_section(w, "joint", "Stage 3: plants as text, long-range copies",
