@@ -1,6 +1,7 @@
 /* drafter_ngram.c — prompt-lookup drafting (see drafter_ngram.h). Stateless
  * per sequence: everything it needs is the context the loop passes in. */
 #include "drafter_ngram.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -26,12 +27,19 @@ static int ng_propose(drafter *d, spec_proposal *reqs, int n, char *err, size_t 
         p->k = 0;
         p->q_valid = 0;     /* deterministic drafts: q is one-hot */
         p->has_conf = 0;
-        int limit = p->max_k < o->lookahead ? p->max_k : o->lookahead;
+        const int nt = p->n_tokens;
         for (int len = o->n_max; len >= o->n_min && p->k == 0; len--) {
-            if (len >= p->n_tokens) continue;
-            int i = find_match(p->tokens, p->n_tokens, len);
+            if (len >= nt) continue;
+            int i = find_match(p->tokens, nt, len);
             if (i < 0) continue;
-            for (int j = i + len; j < p->n_tokens && p->k < limit; j++) p->draft[p->k++] = p->tokens[j];
+            int limit = p->max_k < o->lookahead ? p->max_k : o->lookahead;
+            if (o->spec_factor > 0) {
+                double cap = ceil(o->spec_factor * len);
+                if (cap < limit) limit = (int)cap;
+            }
+            /* the context extended by the draft itself: past its end,
+             * position j holds draft[j - nt] (j - nt < k, since i + len < nt) */
+            for (int j = i + len; p->k < limit; j++) p->draft[p->k++] = j < nt ? p->tokens[j] : p->draft[j - nt];
         }
     }
     return 0;
@@ -53,6 +61,8 @@ int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, cha
     if (v.n_max <= 0) v.n_max = 3;
     if (v.n_min <= 0) v.n_min = 1;
     if (v.lookahead <= 0) v.lookahead = SPEC_MAX_DEPTH;
+    if (!(v.spec_factor >= 0) || v.spec_factor > 1e6)
+        return errf(err, errlen, "ngram: spec factor %g must be between 0 (no cap) and 1e6", v.spec_factor);
     if (v.n_min > v.n_max) return errf(err, errlen, "ngram: n_min %d exceeds n_max %d", v.n_min, v.n_max);
     drafter *d = calloc(1, sizeof *d);
     ngram_opts *impl = malloc(sizeof *impl);

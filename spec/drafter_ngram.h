@@ -1,7 +1,14 @@
 /* drafter_ngram.h — prompt lookup / n-gram drafting: no weights, the honest
  * baseline. The last n tokens (n from n_max down to n_min) are matched
  * against the earlier context; the tokens that followed the most recent
- * match are proposed, up to min(depth, lookahead). */
+ * match are proposed, up to min(depth, lookahead, ceil(spec_factor · n)).
+ * A continuation that runs into the end of the context goes on copying its
+ * own drafts: a match d tokens back says the text repeats with period d, so
+ * the copy continues the period instead of stopping (a loop of period 2
+ * then drafts the whole depth, not 1 token).
+ * spec_factor is SuffixDecoding's max_spec_factor (arXiv 2411.04975; vLLM's
+ * suffix_decoding_max_spec_factor): a longer match earns a longer draft,
+ * because verify rows cost (bench/README.md "The ngram drafter's length"). */
 #ifndef SPECBED_DRAFTER_NGRAM_H
 #define SPECBED_DRAFTER_NGRAM_H
 #include "drafter.h"
@@ -10,7 +17,12 @@ typedef struct {
     int n_max;       /* longest suffix to match (default 3) */
     int n_min;       /* shortest (default 1) */
     int lookahead;   /* most tokens proposed from one match (default SPEC_MAX_DEPTH) */
+    double spec_factor;   /* at most ceil(spec_factor · match length) tokens; 0 = no cap */
 } ngram_opts;
+
+/* The default spec_factor of the CLIs (drafters.h): the best of 1, 1.5, 2
+ * and 3 on held-out prompts of both workloads (bench/README.md). */
+#define NGRAM_SPEC_FACTOR_DEFAULT 2.0
 
 int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, char *err, size_t errlen);
 

@@ -8,6 +8,7 @@
 #include "drafter_model.h"
 #include "drafter_mtp.h"
 #include "drafter_ngram.h"
+#include "args.h"
 #include "errmsg.h"
 #include "spec_run.h"
 
@@ -26,7 +27,9 @@ static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_s
     int V = t->m->cfg.vocab_size;
     if (!strcmp(n, "none")) return 0;
     if (!strcmp(n, "ngram")) {
-        ngram_opts no = {.n_max = o->ngram_n_max, .n_min = o->ngram_n_min, .lookahead = o->ngram_lookahead};
+        double f = o->ngram_spec_factor;
+        ngram_opts no = {.n_max = o->ngram_n_max, .n_min = o->ngram_n_min, .lookahead = o->ngram_lookahead,
+                         .spec_factor = f == 0 ? NGRAM_SPEC_FACTOR_DEFAULT : f < 0 ? 0 : f};
         return drafter_ngram_create(out, &no, V, err, errlen);
     }
     if (!strcmp(n, "draft")) {
@@ -97,6 +100,13 @@ void drafter_tp_host(gen_engine *e) {
 
 void drafter_free(drafter *d) {
     if (d) d->ops->free(d);
+}
+
+int drafter_opt_ngram_factor(const char *cmd, const char *opt, const char *val, drafter_opts *o) {
+    double f;
+    if (opt_double(cmd, opt, val, 0, 1e6, &f)) return -1;
+    o->ngram_spec_factor = f > 0 ? f : -1;   /* the field's 0 is "the default" */
+    return 0;
 }
 
 void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *counters, int depth) {

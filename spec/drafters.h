@@ -10,6 +10,7 @@ typedef struct {
     const char *name;          /* none | ngram | draft | mtp | dspark */
     const char *draft_model;   /* --draft-model DIR (draft: the draft model; dspark: the DSpark checkpoint) */
     int ngram_n_max, ngram_n_min, ngram_lookahead;
+    double ngram_spec_factor;  /* 0 = NGRAM_SPEC_FACTOR_DEFAULT; negative = no cap (drafter_ngram.h) */
     int max_seqs;
     int depth;                 /* serving depth, for startup messages only (dspark prints it beside
                                   its block_size); 0 = not known */
@@ -34,6 +35,10 @@ void drafter_free(drafter *d);
  * announces their options; each rank then holds its shard of their layers
  * and heads, engine/draft_stack.h) and free them when rank 0 frees its. */
 void drafter_tp_host(gen_engine *e);
+
+/* --ngram-spec-factor F for every command (args.h conventions): F in
+ * [0, 1e6], 0 meaning no cap; stores it in o->ngram_spec_factor. */
+int drafter_opt_ngram_factor(const char *cmd, const char *opt, const char *val, drafter_opts *o);
 
 /* Prints a run's speculative statistics (the llama.cpp/vLLM set) to f. */
 void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *c, int depth);

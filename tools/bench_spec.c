@@ -22,7 +22,8 @@
  * usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]
  *                   [--drafters ngram,draft,mtp,dspark] [--schedules fixed,...]
  *                   [--cost-table FILE] [--workloads code,prose] [--num-prompts N]
- *                   [--max-tokens N] [--depths 1-8] [--batch B] [--out FILE.csv] [--device cpu|cuda] */
+ *                   [--max-tokens N] [--depths 1-8] [--batch B] [--out FILE.csv] [--device cpu|cuda]
+ *                   [--ngram-max N] [--ngram-min N] [--ngram-spec-factor F] */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,12 +87,15 @@ int main(int argc, char **argv) {
     const char *device = "cpu";
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1, batch = 1;
+    drafter_opts ngram = {0};   /* --ngram-*: the drafter's defaults unless given */
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
         "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
         "                  [--depths A-B] [--batch B (prompts per continuous batch, default 1)] [--out F.csv]\n"
-        "                  [--tp N (under mpirun -np N)] [--device cpu|cuda]\n";
+        "                  [--tp N (under mpirun -np N)] [--device cpu|cuda]\n"
+        "                  [--ngram-max N] [--ngram-min N] (ngram suffix lengths, default 3, 1)\n"
+        "                  [--ngram-spec-factor F] (ngram drafts <= ceil(F x match length), default 2, 0 = no cap)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -107,6 +111,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_spec", v)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
+        else if (!strcmp(a, "--ngram-max")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_max)) return 2; }
+        else if (!strcmp(a, "--ngram-min")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_min)) return 2; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (drafter_opt_ngram_factor("bench_spec", a, v, &ngram)) return 2; }
         else if (!strcmp(a, "--batch")) { if (opt_int("bench_spec", a, v, 1, 64, &batch)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
@@ -184,7 +191,8 @@ int main(int argc, char **argv) {
         snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
             drafter_opts dop = {.name = dn, .draft_model = !strcmp(dn, "dspark") ? dspark_dir : draft_dir,
-                                .max_seqs = batch};
+                                .max_seqs = batch, .ngram_n_max = ngram.ngram_n_max,
+                                .ngram_n_min = ngram.ngram_n_min, .ngram_spec_factor = ngram.ngram_spec_factor};
             drafter *d;
             if (drafter_create(&d, &dop, e, err, sizeof err)) {
                 fprintf(stderr, "bench_spec: %s: %s\n", dn, err);

@@ -60,6 +60,7 @@ static void help(FILE *f) {
         "                      drafting is expected to pay for itself\n"
         "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
+        "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 2; 0 = no cap)\n"
         "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
         "                      (written atomically)\n"
         "  --tp N              tensor parallelism over N processes; start as\n"
@@ -83,6 +84,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
         else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
         else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; }
         else if (!strcmp(a, "--verify-schedule")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.name = v; }
         else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; }
         else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; }

@@ -35,6 +35,7 @@ static void help(FILE *f) {
         "  --draft-model DIR         draft model for --drafter draft\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
         "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 3, 1)\n"
+        "  --ngram-spec-factor F  ngram drafts at most ceil(F x match length) tokens (default 2; 0 = no cap)\n"
         "  --verify-schedule S       how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                            (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
         "  --p-min P                 threshold: stop at the first draft whose confidence is below P\n"
@@ -98,6 +99,7 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
         else if (!strcmp(a, "--ngram-max")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
         else if (!strcmp(a, "--ngram-min")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { VAL(); if (drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; }
         else if (!strcmp(a, "--port")) { VAL(); if (opt_int(CMD, a, v, 0, 65535, &o->port)) return -1; }
         else if (!strcmp(a, "--max-running")) { VAL(); if (opt_int(CMD, a, v, 1, 1024, &o->max_running)) return -1; }
         else if (!strcmp(a, "--max-queue")) { VAL(); if (opt_int(CMD, a, v, 0, 1 << 20, &o->max_queue)) return -1; }
