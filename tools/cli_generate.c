@@ -60,7 +60,7 @@ static void help(FILE *f) {
         "                      drafting is expected to pay for itself\n"
         "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
-        "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 2; 0 = no cap)\n"
+        "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 1; 0 = no cap)\n"
         "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
         "                      (written atomically)\n"
         "  --tp N              tensor parallelism over N processes; start as\n"
