@@ -21,7 +21,7 @@ typedef struct {
 } ngram_opts;
 
 /* The default spec_factor of the CLIs (drafters.h), SuffixDecoding's and
- * vLLM's default too: of 1, 1.5, 2 and 3 the best on 61 prompts of each
+ * vLLM's default too: of 0 (no cap), 1, 1.5, 2 and 3 the best on 61 prompts of each
  * workload under the measured verify cost curve (bench/README.md). */
 #define NGRAM_SPEC_FACTOR_DEFAULT 1.0
 
