@@ -28,6 +28,8 @@ expect 2 "expects a number" -- generate --model "$FIX" --prompt x --temperature 
 expect 2 "needs a value" -- generate --model "$FIX" --prompt
 expect 2 "unknown option" -- generate --model "$FIX" --prompt x --bogus
 expect 2 "exactly one of" -- generate --model "$FIX"
+expect 2 "ngram-spec-factor expects a number" -- generate --model "$FIX" --prompt x --drafter ngram --ngram-spec-factor -2
+expect 2 "ngram-spec-factor expects a number" -- serve --model "$FIX" --drafter ngram --ngram-spec-factor nan
 expect 1 "$TMP/none" -- generate --model "$TMP/none" --prompt x
 
 mkfix trunc
