@@ -2,6 +2,7 @@
  * per sequence: everything it needs is the context the loop passes in. */
 #include "drafter_ngram.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
@@ -58,7 +59,7 @@ static const drafter_ops NGRAM_OPS = {"ngram", ng_begin, ng_propose, ng_accept, 
 int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, char *err, size_t errlen) {
     *out = NULL;
     ngram_opts v = *o;
-    if (v.n_max <= 0) v.n_max = 3;
+    if (v.n_max <= 0) v.n_max = 5;
     if (v.n_min <= 0) v.n_min = 1;
     if (v.lookahead <= 0) v.lookahead = SPEC_MAX_DEPTH;
     if (!(v.spec_factor >= 0) || v.spec_factor > 1e6)
@@ -69,6 +70,12 @@ int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, cha
     if (!d || !impl) { free(d); free(impl); return errf(err, errlen, "out of memory"); }
     *impl = v;
     d->ops = &NGRAM_OPS;
+    /* the depth is only an upper bound now: say what bounds the drafts */
+    if (!v.quiet && v.spec_factor > 0)
+        fprintf(stderr, "ngram: matches suffixes of %d..%d tokens; drafts at most min(depth, ceil(%g x match length))\n",
+                v.n_max, v.n_min, v.spec_factor);
+    else if (!v.quiet)
+        fprintf(stderr, "ngram: matches suffixes of %d..%d tokens; drafts up to the depth\n", v.n_max, v.n_min);
     d->vocab_size = vocab_size;
     d->impl = impl;
     *out = d;

@@ -29,18 +29,8 @@ static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_s
     if (!strcmp(n, "ngram")) {
         double f = o->ngram_spec_factor;
         ngram_opts no = {.n_max = o->ngram_n_max, .n_min = o->ngram_n_min, .lookahead = o->ngram_lookahead,
-                         .spec_factor = f == 0 ? NGRAM_SPEC_FACTOR_DEFAULT : f < 0 ? 0 : f};
-        if (drafter_ngram_create(out, &no, V, err, errlen)) return -1;
-        /* the depth is only an upper bound now: say what bounds the drafts */
-        if (!o->quiet) {
-            if (no.spec_factor > 0)
-                fprintf(stderr, "ngram: matches suffixes of %d..%d tokens; drafts at most min(depth, ceil(%g x match "
-                        "length))\n", no.n_max ? no.n_max : 3, no.n_min ? no.n_min : 1, no.spec_factor);
-            else
-                fprintf(stderr, "ngram: matches suffixes of %d..%d tokens; drafts up to the depth\n", no.n_max ? no.n_max : 3,
-                        no.n_min ? no.n_min : 1);
-        }
-        return 0;
+                         .spec_factor = f == 0 ? NGRAM_SPEC_FACTOR_DEFAULT : f < 0 ? 0 : f, .quiet = o->quiet};
+        return drafter_ngram_create(out, &no, V, err, errlen);
     }
     if (!strcmp(n, "draft")) {
         draft_model_opts mo = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = max_seq_len};

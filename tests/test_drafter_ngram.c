@@ -37,7 +37,7 @@ static int propose(drafter *d, const int *tokens, int n, int max_k, int *out) {
 static drafter *make(int n_max, int n_min, double factor) {
     drafter *d = NULL;
     char err[256];
-    ngram_opts o = {.n_max = n_max, .n_min = n_min, .spec_factor = factor};
+    ngram_opts o = {.n_max = n_max, .n_min = n_min, .spec_factor = factor, .quiet = 1};
     CHECKF(!drafter_ngram_create(&d, &o, V, err, sizeof err) && d, "%s", err);
     return d;
 }
@@ -131,7 +131,7 @@ int main(void) {
     }
     drafter_free(d);
     {
-        ngram_opts o = {.n_max = 3, .n_min = 1, .lookahead = 3};
+        ngram_opts o = {.n_max = 3, .n_min = 1, .lookahead = 3, .quiet = 1};
         char err[256];
         CHECK(!drafter_ngram_create(&d, &o, V, err, sizeof err));
         const int t[] = {5, 6, 7, 5, 6, 7, 5};
