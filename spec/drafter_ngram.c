@@ -59,7 +59,7 @@ static const drafter_ops NGRAM_OPS = {"ngram", ng_begin, ng_propose, ng_accept, 
 int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, char *err, size_t errlen) {
     *out = NULL;
     ngram_opts v = *o;
-    if (v.n_max <= 0) v.n_max = 5;
+    if (v.n_max <= 0) v.n_max = 3;
     if (v.n_min <= 0) v.n_min = 1;
     if (v.lookahead <= 0) v.lookahead = SPEC_MAX_DEPTH;
     if (!(v.spec_factor >= 0) || v.spec_factor > 1e6)

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
         "                  [--cost-table F] [--workloads code,prose] [--num-prompts N] [--max-tokens N]\n"
         "                  [--depths A-B] [--batch B (prompts per continuous batch, default 1)] [--out F.csv]\n"
         "                  [--tp N (under mpirun -np N)] [--device cpu|cuda]\n"
-        "                  [--ngram-max N] [--ngram-min N] (ngram suffix lengths, default 5, 1)\n"
+        "                  [--ngram-max N] [--ngram-min N] (ngram suffix lengths, default 3, 1)\n"
         "                  [--ngram-spec-factor F] (ngram drafts <= ceil(F x match length), default 1, 0 = no cap)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

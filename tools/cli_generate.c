@@ -58,7 +58,7 @@ static void help(FILE *f) {
         "                      at startup; with the drafter's cost (`profile --drafter`, same\n"
         "                      drafter) both count it, and adaptive drafts only in steps where\n"
         "                      drafting is expected to pay for itself\n"
-        "  --ngram-max N       ngram: longest context suffix matched (default 5)\n"
+        "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
         "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 1; 0 = no cap)\n"
         "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"

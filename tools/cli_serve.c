@@ -34,7 +34,7 @@ static void help(FILE *f) {
         "  --drafter NAME            " DRAFTER_NAMES " (default none)\n"
         "  --draft-model DIR         draft model for --drafter draft\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
-        "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 5, 1)\n"
+        "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 3, 1)\n"
         "  --ngram-spec-factor F  ngram drafts at most ceil(F x match length) tokens (default 1; 0 = no cap)\n"
         "  --verify-schedule S       how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                            (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
