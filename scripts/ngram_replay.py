@@ -25,6 +25,11 @@ bench_spec's multi-row steps cost relatively more than profile's, and
 the quantity bench_spec measures; the ranking of the options, not the
 level, is what the replay is for.
 
+A last row per workload is the survival-optimal length: per step the
+number of drafts that maximises expected tokens per cost, from the
+survival rate of each (match length, position) on these same prompts —
+the best any rule that sees only the match length and the position can do.
+
 Usage: ngram_replay.py --cost-table cost.json [--model models/tiny]
                        [--workloads code,prose] [--prompts N] [--max-tokens G]
                        [--factors 0,1,1.5,2,3] [--n-max 3] [--n-min 1]
@@ -62,7 +67,8 @@ def greedy_continuations(model_dir, workloads, n_prompts, max_tokens):
 
 
 def propose(t, k_max, n_max, n_min, factor):
-    """spec/drafter_ngram.c's rule, written independently (test_drafter_ngram checks the C)."""
+    """spec/drafter_ngram.c's rule, written independently (test_drafter_ngram
+    checks the C). Returns (drafts, match length)."""
     n = len(t)
     for L in range(n_max, n_min - 1, -1):
         if L >= n:
@@ -75,11 +81,14 @@ def propose(t, k_max, n_max, n_min, factor):
         ext = list(t)
         for m in range(limit):
             ext.append(ext[i + L + m])
-        return ext[n:]
-    return []
+        return ext[n:], L
+    return [], 0
 
 
-def replay(seqs, workload, k_max, n_max, n_min, factor, step_cost):
+def replay(seqs, workload, k_max, n_max, n_min, factor, step_cost, length=None, survival=None):
+    """Accept length and predicted speed-up. length(drafts, L): how many of
+    the uncapped drafts to keep (None: the factor's cap). survival: a dict
+    (L, j) -> [reached, accepted] filled with every uncapped draft's fate."""
     tokens = steps = 0
     cost = 0.0
     for s in seqs:
@@ -89,7 +98,18 @@ def replay(seqs, workload, k_max, n_max, n_min, factor, step_cost):
         ctx = s["prompt"] + g[:1]   # the first token comes from prefill, as in bench_spec
         pos = 1
         while pos < len(g):
-            d = propose(ctx, k_max, n_max, n_min, factor)
+            d, L = propose(ctx, k_max, n_max, n_min, 0 if length or survival is not None else factor)
+            if survival is not None:
+                for j, tok in enumerate(d):
+                    if pos + j >= len(g):
+                        break
+                    cell = survival.setdefault((L, j), [0, 0])
+                    cell[0] += 1
+                    if tok != g[pos + j]:
+                        break
+                    cell[1] += 1
+            if length:
+                d = d[:length(d, L)]
             a = 0
             while a < len(d) and pos + a < len(g) and d[a] == g[pos + a]:
                 a += 1
@@ -139,14 +159,37 @@ def main():
             json.dump(seqs, open(tmp, "w"))
             os.replace(tmp, a.greedy_cache)
     print("verify step cost / 1-row step: " + " ".join(f"{r}:{step_cost(r):.2f}" for r in range(1, need + 1)))
+    def show(name, cells):
+        best = max(range(len(cells)), key=lambda i: cells[i][1])
+        print(f"  {name:<16}" + "".join(f" {t:.2f}/{s:.2f}x" for t, s in cells) + f"   best K={best + 1} {cells[best][1]:.2f}x")
+
     for w in workloads:
         n = sum(1 for s in seqs if s["workload"] == w)
         print(f"\n{w}: {n} prompts; cells: accept length / predicted speed-up, K = 1..{a.depths}")
         for f in (float(x) for x in a.factors.split(",")):
             cells = [replay(seqs, w, k, a.n_max, a.n_min, f, step_cost) for k in range(1, a.depths + 1)]
-            best = max(range(len(cells)), key=lambda i: cells[i][1])
-            print(f"  factor {f:<4g}" + "".join(f" {t:.2f}/{s:.2f}x" for t, s in cells) +
-                  f"   best K={best + 1} {cells[best][1]:.2f}x")
+            show(f"factor {f:<4g}", cells)
+        # The best any length rule that sees the match length and the draft
+        # position can do: per step, the k that maximises expected tokens per
+        # cost under the survival rates of these very prompts (in-sample, so
+        # an upper bound for such rules).
+        surv = {}
+        replay(seqs, w, a.depths, a.n_max, a.n_min, 0, step_cost, survival=surv)
+        rate = {key: acc / reached for key, (reached, acc) in surv.items()}
+
+        def best_len(d, L):
+            best, best_v, p, e = 0, 1 / step_cost(1), 1.0, 1.0
+            for k in range(1, len(d) + 1):
+                p *= rate.get((L, k - 1), 0.0)
+                e += p
+                if e / step_cost(k + 1) > best_v:
+                    best, best_v = k, e / step_cost(k + 1)
+            return best
+        cells = [replay(seqs, w, k, a.n_max, a.n_min, 0, step_cost, length=best_len) for k in range(1, a.depths + 1)]
+        show("survival-optimal", cells)
+        print("  survival by match length, position 1..: " + "; ".join(
+            f"{L}: " + " ".join(f"{rate[(L, j)]:.2f}" for j in range(a.depths) if (L, j) in rate)
+            for L in range(a.n_max, a.n_min - 1, -1)))
 
 
 if __name__ == "__main__":
