@@ -17,16 +17,10 @@ typedef struct {
     int n_max;       /* longest suffix to match (default 3; with the cap, also the longest draft) */
     int n_min;       /* shortest (default 1) */
     int lookahead;   /* most tokens proposed from one match (default SPEC_MAX_DEPTH) */
-    double spec_factor;   /* at most ceil(spec_factor · match length) tokens; 0 = no cap */
+    double spec_factor;   /* at most ceil(spec_factor · match length) tokens; 0 = the default (1),
+                             negative = no cap */
     int quiet;            /* no startup message */
 } ngram_opts;
-
-/* The default spec_factor of the CLIs (drafters.h), SuffixDecoding's and
- * vLLM's default too: of 0 (no cap), 1, 1.5, 2 and 3 the best on 61 prompts
- * of each workload under the measured verify cost curve; n_max 5 instead
- * of 3 changed nothing at the best depth (scripts/ngram_replay.py;
- * bench/README.md "The ngram drafter's length"). */
-#define NGRAM_SPEC_FACTOR_DEFAULT 1.0
 
 int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, char *err, size_t errlen);
 

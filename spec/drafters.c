@@ -27,9 +27,8 @@ static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_s
     int V = t->m->cfg.vocab_size;
     if (!strcmp(n, "none")) return 0;
     if (!strcmp(n, "ngram")) {
-        double f = o->ngram_spec_factor;
         ngram_opts no = {.n_max = o->ngram_n_max, .n_min = o->ngram_n_min, .lookahead = o->ngram_lookahead,
-                         .spec_factor = f == 0 ? NGRAM_SPEC_FACTOR_DEFAULT : f < 0 ? 0 : f, .quiet = o->quiet};
+                         .spec_factor = o->ngram_spec_factor, .quiet = o->quiet};
         return drafter_ngram_create(out, &no, V, err, errlen);
     }
     if (!strcmp(n, "draft")) {
@@ -105,7 +104,7 @@ void drafter_free(drafter *d) {
 int drafter_opt_ngram_factor(const char *cmd, const char *opt, const char *val, drafter_opts *o) {
     double f;
     if (opt_double(cmd, opt, val, 0, 1e6, &f)) return -1;
-    o->ngram_spec_factor = f > 0 ? f : -1;   /* the field's 0 is "the default" */
+    o->ngram_spec_factor = f > 0 ? f : -1;   /* the option's 0 is no cap; the field's is the default */
     return 0;
 }
 

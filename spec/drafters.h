@@ -10,7 +10,7 @@ typedef struct {
     const char *name;          /* none | ngram | draft | mtp | dspark */
     const char *draft_model;   /* --draft-model DIR (draft: the draft model; dspark: the DSpark checkpoint) */
     int ngram_n_max, ngram_n_min, ngram_lookahead;
-    double ngram_spec_factor;  /* 0 = NGRAM_SPEC_FACTOR_DEFAULT; negative = no cap (drafter_ngram.h) */
+    double ngram_spec_factor;  /* 0 = the default; negative = no cap (drafter_ngram.h) */
     int max_seqs;
     int depth;                 /* serving depth, for startup messages only (dspark prints it beside
                                   its block_size); 0 = not known */

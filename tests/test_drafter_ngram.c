@@ -4,7 +4,7 @@
  *     goes on past the end of the context by copying the drafts themselves
  *     (a loop of period p drafts the whole depth);
  * (b) spec_factor caps a draft at ceil(factor · match length), depth and
- *     lookahead still cap it, and 0 means no cap;
+ *     lookahead still cap it; 0 is the default 1, negative means no cap;
  * (c) 500 random contexts over a 3-token alphabet (every length, many
  *     repeats) agree with a reference that appends one token at a time to
  *     an explicit copy of the context — no shortcut shared with the drafter;
@@ -19,6 +19,7 @@
 #include "test_util.h"
 
 enum { V = 16 };
+static const int w1_nine[] = {9};
 
 /* The drafter's proposal for tokens[0..n) at depth max_k. */
 static int propose(drafter *d, const int *tokens, int n, int max_k, int *out) {
@@ -70,8 +71,7 @@ static int reference(const int *t, int n, int n_max, int n_min, double factor, i
             int m = 0;
             for (; m < limit; m++) ext[n + m] = ext[i + len + m];
             memcpy(out, ext + n, sizeof(int) * (size_t)m);
-            if (m > 0) return m;
-            break;   /* a match with nothing to draft: try shorter suffixes, as the drafter does */
+            return m;   /* m ≥ 1: max_k ≥ 1 and ceil(factor · len) ≥ 1 */
         }
     }
     return 0;
@@ -79,7 +79,7 @@ static int reference(const int *t, int n, int n_max, int n_min, double factor, i
 
 int main(void) {
     /* (a) */
-    drafter *d = make(3, 1, 0);
+    drafter *d = make(3, 1, -1);
     {
         const int t[] = {5, 6, 7, 5, 6, 7, 5};   /* period 3: suffix 6 7 5 matched at 1 */
         const int w[] = {6, 7, 5, 6, 7, 5, 6, 7};
@@ -120,6 +120,15 @@ int main(void) {
         expect(d, t1, 4, 8, w1, 2, "factor 2, match 1: 2 drafts");
     }
     drafter_free(d);
+    d = make(3, 1, 0);   /* the default, 1 */
+    {
+        const int t[] = {5, 6, 7, 5, 6, 7, 5};
+        const int w[] = {6, 7, 5};
+        expect(d, t, 7, 8, w, 3, "default factor 1, match 3: 3 drafts");
+        const int t1[] = {1, 2, 9, 9};
+        expect(d, t1, 4, 8, w1_nine, 1, "default factor 1, match 1: 1 draft");
+    }
+    drafter_free(d);
     d = make(3, 1, 1.5);
     {
         const int t[] = {5, 6, 7, 5, 6, 7, 5};
@@ -131,7 +140,7 @@ int main(void) {
     }
     drafter_free(d);
     {
-        ngram_opts o = {.n_max = 3, .n_min = 1, .lookahead = 3, .quiet = 1};
+        ngram_opts o = {.n_max = 3, .n_min = 1, .lookahead = 3, .spec_factor = -1, .quiet = 1};
         char err[256];
         CHECK(!drafter_ngram_create(&d, &o, V, err, sizeof err));
         const int t[] = {5, 6, 7, 5, 6, 7, 5};
@@ -150,7 +159,7 @@ int main(void) {
         for (int i = 0; i < n; i++) t[i] = rand() % 3;
         int cfg = c % 4, max_k = 1 + rand() % SPEC_MAX_DEPTH;
         double f = factors[c % 5];
-        d = make(nmaxs[cfg], nmins[cfg], f);
+        d = make(nmaxs[cfg], nmins[cfg], f > 0 ? f : -1);
         int got[SPEC_MAX_DEPTH], want[SPEC_MAX_DEPTH];
         int k = propose(d, t, n, max_k, got);
         int kw = reference(t, n, nmaxs[cfg], nmins[cfg], f, max_k, want);
@@ -166,7 +175,7 @@ int main(void) {
     /* (d) */
     {
         char err[256];
-        ngram_opts o = {.n_max = 3, .n_min = 1, .spec_factor = -1};
+        ngram_opts o = {.n_max = 3, .n_min = 1, .spec_factor = 2e6};
         CHECK(drafter_ngram_create(&d, &o, V, err, sizeof err) && !d && strstr(err, "spec factor"));
         o = (ngram_opts){.n_max = 2, .n_min = 3};
         CHECK(drafter_ngram_create(&d, &o, V, err, sizeof err) && !d && strstr(err, "n_min"));
