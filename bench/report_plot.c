@@ -74,6 +74,13 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
         for (int r = 0; r < s->n_recs; r++) ns += !strcmp(s->recs[r].drafter, s->drafters[d]);
         char dq[128];
         q(dq, sizeof dq, s->drafters[d]);
+        int has = 0;   /* a panel without a defined point: gnuplot needs a y range, the reader a word */
+        for (int r = 0; r < s->n_recs && !has; r++)
+            if (!strcmp(s->recs[r].drafter, s->drafters[d]))
+                for (int j = 0; j < s->recs[r].n && !has; j++) { double lo, hi; has = !isnan(get(&s->recs[r], j, &lo, &hi)); }
+        if (!has)
+            o += (size_t)snprintf(plot + o, cap - o, "set yrange [%s]\nset label 98 'no measured cells (missing or failed)' "
+                                  "at graph 0.5,0.5 center\n", flags & PANEL_LOGY ? "0.125:8" : "0:1");
         o += (size_t)snprintf(plot + o, cap - o, "set title '%s' noenhanced\nplot ", dq);
         int si = 0, first = 1;
         for (int r = 0; r < s->n_recs && o + 2048 < cap; r++) {
@@ -89,6 +96,7 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
             }
             if (!any) fprintf(f, "0 NaN NaN NaN NaN\n");
             fprintf(f, "\n\n");
+            if (!any) { block++; continue; }   /* nothing measured (cells missing or failed): no line, no key entry */
             char t[256], sq[256];
             snprintf(t, sizeof t, "%s c=%d", R->workload, R->conc);
             q(sq, sizeof sq, t);
@@ -115,7 +123,10 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
         if (flags & PANEL_ONE_LINE)
             o += (size_t)snprintf(plot + o, cap - o, ", 1 with lines lw 2 dt 2 lc rgb 'black' title 'speculation off (1.0)'");
         o += (size_t)snprintf(plot + o, cap - o, "\n");
-        any_panel |= !first;
+        if (!has)
+            o += (size_t)snprintf(plot + o, cap - o, "unset label 98\nset %s\n",
+                                  flags & PANEL_LOGY ? "yrange [0.125:8]" : "autoscale y");
+        any_panel = 1;
     }
     o += (size_t)snprintf(plot + o, cap - o, "unset multiplot\n");
     fclose(f);
