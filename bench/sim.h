@@ -211,6 +211,15 @@ typedef struct {
     char label[160];           /* "c=8", "r=2.5", "60s@r2,60s@r10" */
 } sim_load;
 
+/* The objective when --objective is not given, and why (into why): goodput
+ * when an SLO is given (stated in why); else, when any load is open loop (a
+ * rate, or a profile with a rate phase), mean TPOT minimised — an open-loop
+ * server that keeps up serves exactly the offered load at every depth, so
+ * output throughput ties and would leave depth 0 "within the best" at every
+ * load; else (closed loop) output throughput. */
+int sim_default_objective(const sim_load *loads, int n_loads, int any_slo, double slo_ttft_ms, double slo_tpot_ms,
+                          char *why, size_t whylen);
+
 typedef struct {
     double mean[SIM_N_METRICS], lo[SIM_N_METRICS], hi[SIM_N_METRICS];   /* over the repeats */
     int n_rep;
@@ -231,6 +240,7 @@ typedef struct {
     const sim_load *loads; int n_loads;
     int per_replica;           /* loads scale with the replica count */
     int objective;             /* the metric maximised (throughputs, goodput) or minimised (latencies) */
+    const char *objective_why; /* why that one (the default's reason, or "--objective"); printed with the decisions */
     const sim_config *base;    /* the settings every run shares */
     const sim_lengths *set_lengths; /* [n_sets] lengths per acceptance set (its workload's), or NULL: base's */
     const char *lengths_source;/* NULL = fixed lengths */

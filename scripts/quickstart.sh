@@ -17,7 +17,7 @@
 #
 # Knobs (environment): DRAFTERS (default: every drafter whose weights are
 # present: ngram, draft, mtp, dspark), DEPTHS (0,1,2,3,5,7), CONCURRENCY (1,4),
-# REPEATS (3), BUDGET (seconds for the greedy sweep, 430), MAX_TOKENS (96),
+# REPEATS (5), BUDGET (seconds for the greedy sweep, 430), MAX_TOKENS (96),
 # NUM_PROMPTS (default 4 x concurrency, at least 8), CANARY_S (2),
 # ORDER_SEED (1), SAMPLED (1; 0 skips the sampled arm), OUT (results/quickstart).
 set -euo pipefail
@@ -64,7 +64,8 @@ rm -rf "$OUT" "$OUT-sampled"
 mkdir -p "$(dirname "$OUT")"
 cd "$ROOT"
 LAUNCH="$BIN serve --model $MODEL --drafter {drafter} {drafter_args} --depth {depth} --port {port}"
-LAUNCH_OFF="$BIN serve --model $MODEL --port {port}"
+# Speculation off (depth 0): sweep derives it from LAUNCH by dropping the
+# drafter and depth flags (serve refuses --depth 0); it prints the command.
 PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 256 --reps 9"
 NP=()
 [ -n "${NUM_PROMPTS:-}" ] && NP=(--num-prompts "$NUM_PROMPTS")
@@ -72,7 +73,7 @@ echo "quickstart: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >
 echo "quickstart: greedy sweep: depths $DEPTHS, drafters '$DRAFTERS', code and prose, concurrency $CONCURRENCY," \
      "$REPEATS repeats, budget ${BUDGET}s" >&2
 set +e
-"$BIN" sweep --launch "$LAUNCH" --launch-off "$LAUNCH_OFF" --profile-cmd "$PROFILE" \
+"$BIN" sweep --launch "$LAUNCH" --profile-cmd "$PROFILE" \
   --drafters "$(echo "$DRAFTERS" | tr ' ' ',')" "${ARGS[@]}" \
   --depths "$DEPTHS" --workloads code,prose --concurrency "$CONCURRENCY" \
   --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" --budget "$BUDGET" "${NP[@]}" \
@@ -85,7 +86,7 @@ if [ "${SAMPLED:-1}" = 1 ] && [ -n "$DRAFT_MODEL" ]; then
   echo "quickstart: sampled arm: draft drafter, temperature 0.8, depths 0,1,3, $REPEATS repeats" \
        "(elapsed $(( $(date +%s) - T_START )) s)" >&2
   set +e
-  "$BIN" sweep --launch "$LAUNCH" --launch-off "$LAUNCH_OFF" --profile-cmd "$PROFILE" \
+  "$BIN" sweep --launch "$LAUNCH" --profile-cmd "$PROFILE" \
     --drafters draft --drafter-args "draft=--draft-model $DRAFT_MODEL" "${BLOCK[@]}" \
     --depths 0,1,3 --workloads code,prose --concurrency 1 --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" \
     --temperature 0.8 --seed 7 --budget 100 --max-tokens "${MAX_TOKENS:-96}" --canary-duration "${CANARY_S:-2}" \

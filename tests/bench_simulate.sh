@@ -43,6 +43,27 @@ grep -q '^| replicas | load | depth |' "$WORK/a.txt" && grep -q '^### Decision p
   fail "stdout has no markdown tables"
 grep -Eq 'speculation (stops paying at|pays at every load simulated)' "$WORK/a.txt" || fail "stdout does not say where speculation stops paying"
 
+# an open-loop rate without an SLO is judged by latency, and the output says so (issue 37): there every
+# depth that keeps up serves the offered load, so by output throughput depth 0 was "within the best" at
+# every load and speculation "paid at: none" while the table showed TPOT falling. The decision must be
+# the table's own best (lowest mean TPOT) and numbers are printed without exponents.
+run --accept "$WORK/accept.json" --workloads code --cost-table "$WORK/cost.json" --depths 0-3 --rate 1,2 \
+    --duration 60 --repeats 3 --out "$WORK/o" >"$WORK/o.txt" 2>"$WORK/o.err" || fail "open loop exited $?: $(tail -3 "$WORK/o.err")"
+grep -Eq '"objective":[[:space:]]*"mean_tpot_ms"' "$WORK/o/simulate.json" || fail "open loop without an SLO is not judged by mean TPOT"
+grep -q 'Objective mean_tpot_ms: the default under an open-loop rate without an SLO' "$WORK/o.txt" ||
+  fail "the decisions do not say which objective they used and why"
+grep -q 'it pays at: r=1, r=2' "$WORK/o.txt" || fail "speculation does not pay where TPOT falls: $(grep 'pays' "$WORK/o.txt")"
+python3 - "$WORK/o/simulate.csv" "$WORK/o/simulate.json" <<'PY' || fail "a decision does not match the table's lowest mean TPOT"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for d in json.load(open(sys.argv[2]))["decisions"]:
+    cells = [r for r in rows if r["load"] == d["load"] and int(r["replicas"]) == d["replicas"]]
+    best = min(cells, key=lambda r: float(r["mean_tpot_ms"]))
+    assert int(best["depth"]) == d["best_depth"], (d, best["depth"])
+    assert d["best_depth"] > 0, d
+PY
+grep -Eq '[0-9]e[+-][0-9]' "$WORK/o.txt" && fail "a table number is printed with an exponent: $(grep -E '[0-9]e[+-][0-9]' "$WORK/o.txt" | head -2)"
+
 # --token-overhead-ms: at depth 0 a decode step commits one token per request, so 2 ms per token
 # adds exactly 2 ms to every step and to the mean TPOT (one client, nothing else in the batch);
 # the config records it
