@@ -133,6 +133,17 @@ static void load_manifest(rp_sweep *s, cJSON *m) {
             o += (size_t)snprintf(s->gave_up + o, sizeof s->gave_up - o, "%s%s", o ? "; " : "", c->valuestring);
 }
 
+/* speculation off first, then drafter, workload, concurrency, depth */
+static int cell_order(const void *pa, const void *pb) {
+    const rp_cell *a = pa, *b = pb;
+    int an = !strcmp(a->drafter, "none"), bn = !strcmp(b->drafter, "none"), d;
+    if (an != bn) return bn - an;
+    if ((d = strcmp(a->drafter, b->drafter))) return d;
+    if ((d = strcmp(a->workload, b->workload))) return d;
+    if (a->conc != b->conc) return a->conc < b->conc ? -1 : 1;
+    return a->depth < b->depth ? -1 : a->depth > b->depth;
+}
+
 int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
@@ -232,6 +243,8 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     }
     csvt_free(&t);
     if (!s->n_cells) return errf(err, errlen, "%s: no runs recorded", p);
+    /* runs.csv is in visit order (shuffled per repeat); every table reads in a fixed one */
+    qsort(s->cells, (size_t)s->n_cells, sizeof *s->cells, cell_order);
     return 0;
 }
 

@@ -261,7 +261,7 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
     /* ---- every cell ---- */
     fprintf(f, "\n## Every cell: latency, 95%% intervals\n\n| drafter | depth | workload | conc | repeats | accept len | "
                "accept rate %% | TTFT mean ms | TTFT p99 ms | TPOT mean ms | TPOT p99 ms | ITL p50 ms | ITL p99 ms | "
-               "E2E mean ms | failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "E2E mean ms | requests failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_cells; i++) {
         const rp_cell *c = &s->cells[i];
         fprintf(f, "| %s | %d | %s | %d | %d | ", c->drafter, c->depth, c->workload, c->conc, c->n_rep);
@@ -274,7 +274,12 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         ci(f, "%.3f", &c->itl_p50); fputs(" | ", f);
         ci(f, "%.3f", &c->itl_p99); fputs(" | ", f);
         ci(f, "%.1f", &c->e2el_mean); fputs(" | ", f);
-        num(f, "%.1f", c->failed); fputs(" |\n", f);
+        int nf = 0, ns = 0;   /* requests, summed over the repeats: counts are whole numbers */
+        for (int k = 0; k < c->n_rep; k++) {
+            nf += c->runs[k].failed > 0 ? c->runs[k].failed : 0;
+            ns += (c->runs[k].failed > 0 ? c->runs[k].failed : 0) + (c->runs[k].completed > 0 ? c->runs[k].completed : 0);
+        }
+        fprintf(f, "%d of %d |\n", nf, ns);
     }
 
     fprintf(f, "\n## Figures\n\n");

@@ -154,7 +154,12 @@ void sim_result_free(sim_result *r);
 
 #define SIM_CELL_REPEATS 32
 /* One drafter × depth × workload × concurrency cell of a sweep's runs.csv,
- * repeats averaged (NaN values skipped). Drafter "none" is depth 0. */
+ * repeats averaged (NaN values skipped). Drafter "none" is depth 0. A run
+ * with failed requests or none completed measured the failure, not the
+ * server: it is left out of the averages and counted in n_bad (a cell
+ * whose every run failed has n_rep 0). sim_sweep_cells returns the cells
+ * sorted: speculation off first, then drafter, workload, concurrency, depth
+ * (runs.csv is in the sweep's shuffled visit order). */
 typedef struct {
     char drafter[64], workload[128];
     int depth, conc, n_rep;
@@ -167,6 +172,8 @@ typedef struct {
     char dir[8][256];                               /* the repeats' run directories, relative to the sweep */
     int n_vals;                                     /* repeats kept below (the first SIM_CELL_REPEATS) */
     double rep_tps[SIM_CELL_REPEATS], rep_tpot[SIM_CELL_REPEATS];   /* each repeat's output tok/s, mean TPOT ms */
+    int n_bad;                                      /* runs left out: failed requests, or none completed */
+    char bad[160];                                  /* the first of them, in words */
 } sim_sweep_cell;
 /* Reads DIR/runs.csv (written by `specbed sweep`); *out is malloc'd. */
 int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, size_t errlen);
