@@ -72,8 +72,12 @@ static int spec_flag(const char *t, int s, int e) {
     int fe = eq ? (int)(eq - t) : e;
     for (size_t k = 0; k < sizeof SPEC_FLAGS / sizeof *SPEC_FLAGS; k++)
         if (word_is(t, s, fe, SPEC_FLAGS[k].flag)) return eq ? -2 : SPEC_FLAGS[k].n_val;
-    if (fe - s > 14 && (!strncmp(t + s, "--speculative-", 14) || !strncmp(t + s, "--speculative_", 14)))
-        return eq ? -2 : 1;
+    /* SGLang's --speculative-*, llama.cpp's newer --spec-draft-* and every --draft-* */
+    static const char *const PREFIX[] = {"--speculative-", "--speculative_", "--spec-draft-", "--draft-"};
+    for (size_t k = 0; k < sizeof PREFIX / sizeof *PREFIX; k++) {
+        size_t n = strlen(PREFIX[k]);
+        if ((size_t)(fe - s) > n && !strncmp(t + s, PREFIX[k], n)) return eq ? -2 : 1;
+    }
     return -1;
 }
 

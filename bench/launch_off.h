@@ -10,7 +10,7 @@
  *                   --draft-p-min, -cd/--ctx-size-draft, -devd/--device-draft,
  *                   -ngld/--gpu-layers-draft/--n-gpu-layers-draft, -td/--threads-draft,
  *                   -tbd/--threads-batch-draft, -ctkd/-ctvd, -hfd/--hf-repo-draft, --spec-type,
- *                   --spec-draft-n-max, --spec-replace A B
+ *                   --spec-draft-n-max/-n-min (every --spec-draft-* and --draft-*), --spec-replace A B
  * Every such flag is removed with its value (the next word, unless it starts with "-"; or
  * "--flag=value" as one word), as is a bare {drafter_args} word. Words are split the
  * way /bin/sh splits them (quotes and backslashes kept as written, so a
