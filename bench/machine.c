@@ -26,26 +26,38 @@ static void trim(char *s) {
     while (n && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\r')) s[--n] = 0;
 }
 
+void machine_gpu_from_smi(const char *text, char *out, size_t n) {
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *s = text; s && *s;) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), s);
+        s = e ? e + 1 : NULL;
+        trim(line);
+        char *comma = strrchr(line, ',');
+        if (!comma || o + 1 >= n) continue;
+        *comma = 0;
+        const char *drv = comma + 1;
+        while (*drv == ' ') drv++;
+        o += (size_t)snprintf(out + o, n - o, "%s%s (driver %s)", o ? "; " : "", line, drv);
+        if (o >= n) o = n - 1;
+    }
+    if (!o) snprintf(out, n, "none");
+}
+
 static void probe_gpu(machine_info *m) {
     snprintf(m->gpu, sizeof m->gpu, "none");
     /* only when nvidia-smi is on the PATH: no shell error text in the report */
     FILE *p = popen("command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version "
                     "--format=csv,noheader 2>/dev/null", "r");
     if (!p) return;
-    char line[256];
-    size_t o = 0;
-    while (fgets(line, sizeof line, p)) {
-        trim(line);
-        char *comma = strrchr(line, ',');
-        if (!comma || o >= sizeof m->gpu - 1) continue;
-        *comma = 0;
-        const char *drv = comma + 1;
-        while (*drv == ' ') drv++;
-        o += (size_t)snprintf(m->gpu + o, sizeof m->gpu - o, "%s%s (driver %s)", o ? "; " : "", line, drv);
-        if (o >= sizeof m->gpu) o = sizeof m->gpu - 1;
-    }
+    char text[2048];
+    size_t k = fread(text, 1, sizeof text - 1, p);
+    text[k] = 0;
     pclose(p);
-    if (!o) snprintf(m->gpu, sizeof m->gpu, "none");
+    machine_gpu_from_smi(text, m->gpu, sizeof m->gpu);
 }
 
 void machine_probe(machine_info *m) {

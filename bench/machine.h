@@ -21,6 +21,10 @@ typedef struct {
 } machine_info;
 
 void machine_probe(machine_info *m);
+/* "NAME (driver V); ..." from `nvidia-smi --query-gpu=name,driver_version
+ * --format=csv,noheader` output ("NVIDIA H200, 580.159.04" per line); "none"
+ * when it has no such line. */
+void machine_gpu_from_smi(const char *text, char *out, size_t n);
 /* The SIMD path from a /proc/cpuinfo "flags" line's words. */
 const char *machine_simd_from_flags(const char *flags);
 /* From a specbed serve log: "avx512 x1" out of "kernels avx512 x1"; -1 when

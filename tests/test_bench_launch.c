@@ -107,6 +107,14 @@ static void test_machine(void) {
                                  "depth 0, verify schedule fixed, max-running 16, max-queue 256, context 2048, batch "
                                  "rows 336, kernels avx2 x4, tp 1)\n", k, sizeof k) == 0 && !strcmp(k, "avx2 x4"));
     CHECK(machine_server_kernels("INFO: Uvicorn running on http://0.0.0.0:8000", k, sizeof k) == -1);
+    /* nvidia-smi's lines as an H200 machine printed them (2026-12-04), one GPU and two */
+    char g[512];
+    machine_gpu_from_smi("NVIDIA H200, 580.159.04\n", g, sizeof g);
+    CHECKF(!strcmp(g, "NVIDIA H200 (driver 580.159.04)"), "gpu '%s'\n", g);
+    machine_gpu_from_smi("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n", g, sizeof g);
+    CHECKF(!strcmp(g, "NVIDIA H200 (driver 580.159.04); NVIDIA H200 (driver 580.159.04)"), "gpu '%s'\n", g);
+    machine_gpu_from_smi("", g, sizeof g);
+    CHECK(!strcmp(g, "none"));
     machine_info m;
     machine_probe(&m);
     CHECK(m.cpus >= 1);
