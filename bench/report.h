@@ -97,6 +97,8 @@ typedef struct {
 typedef struct {
     char dir[1024];
     char launch[4096];
+    char launch_off[4096];             /* the depth-0 launch: --launch-off, or the one derived from --launch */
+    int launch_off_derived;
     int block_size;
     char block_src[600];
     char cost_table[1024];             /* sweep.json's --cost-table */

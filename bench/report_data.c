@@ -101,6 +101,11 @@ static void machine_words(rp_sweep *s, const cJSON *m) {
 
 static void load_manifest(rp_sweep *s, cJSON *m) {
     jstr(m, "launch", s->launch, sizeof s->launch);
+    jstr(m, "launch_off", s->launch_off, sizeof s->launch_off);
+    if (!s->launch_off[0]) {
+        jstr(m, "launch_off_derived", s->launch_off, sizeof s->launch_off);
+        s->launch_off_derived = s->launch_off[0] != 0;
+    }
     machine_words(s, m);
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(m, "depths"), *e;
     cJSON_ArrayForEach(e, dl)

@@ -64,7 +64,10 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
             s->repeats_done >= 0 ? s->repeats_done : s->repeats_planned, s->repeats_planned, s->order_seed,
             s->temperature > 0 ? "sampled" : "greedy", s->seed, s->loadavg_start[0] ? s->loadavg_start : "not recorded",
             s->loadavg_end[0] ? s->loadavg_end : "not recorded", s->gave_up[0] ? " **Budget:** " : "", s->gave_up);
-    fprintf(f, "Machine: %s.\n\n", s->machine[0] ? s->machine : "not recorded (a sweep from before sweep.json kept it)");
+    if (s->launch_off[0])
+        fprintf(f, "Speculation off (depth 0) launched as `%s`%s.\n\n", s->launch_off,
+                s->launch_off_derived ? " (derived from the launch template: its speculation flags removed)" : "");
+    fprintf(f, "Machine: %s.\n\n", s->machine[0] ? s->machine : "not recorded (sweeps before issue 37 did not record it)");
     if (s->temperature > 0) {
         fprintf(f, "Temperature %.2f", s->temperature);
         if (s->top_p < 1) fprintf(f, ", top-p %.2f", s->top_p);

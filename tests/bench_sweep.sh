@@ -59,6 +59,8 @@ grep -Eq '^\| draft \| [a-z.]+ \| [14] \| \*\*(depth [0-9]+|speculation off)\*\*
 grep -Eq '[0-9]\.[0-9]{3}× \[[0-9.]+, [0-9.]+\]' "$R/report.md" || fail "report.md has no gain with an interval"
 grep -q "^## Measured noise" "$R/report.md" || fail "report.md does not state the measured noise"
 grep -q '"gain_ci95"' "$R/recommendation.json" || fail "recommendation.json has no gain intervals"
+grep -q "^Speculation off (depth 0) launched as \`[^\`]*serve --model [^\`]* --port {port}\` (derived" "$R/report.md" ||
+  fail "report.md does not say how speculation off was launched"
 grep -q "^Machine: .*SIMD .*CPUs.*server kernels [a-z0-9]* x[0-9]*; GPU " "$R/report.md" || fail "report.md does not name the machine"
 grep -q "block-size depth" "$R/report.md" && fail "report.md has DSpark's block-size column in a sweep without DSpark"
 grep -q '"measured_best_depth"' "$R/recommendation.json" || fail "recommendation.json has no measured best depth"
