@@ -12,7 +12,8 @@
 #   3. the reports: 95% intervals, the decision per cell (a depth only when
 #      its gain over speculation off excludes 1), predicted vs measured.
 # Prints progress with the time left, where the reports are, and the
-# decision per drafter, workload and concurrency. Budget: under 10 minutes on
+# decision per drafter, workload and concurrency. Exits 1 when a sweep had a
+# failed launch or run (the reports still come, naming those cells). Budget: under 10 minutes on
 # 2 cores (build included when it is incremental).
 #
 # Knobs (environment): DRAFTERS (default: every drafter whose weights are
@@ -81,6 +82,9 @@ set +e
 rc=$?
 set -e
 [ -s "$OUT/runs.csv" ] || { echo "quickstart: the sweep recorded no runs (exit $rc)" >&2; exit 1; }
+# the sweep exits 1 when a launch or a run failed; the report names those cells and decides none of them
+[ "$rc" = 0 ] || echo "quickstart: WARNING: the greedy sweep exited $rc (a launch or a run failed: its summary line" \
+  "above says which); the report leaves those cells out" >&2
 
 if [ "${SAMPLED:-1}" = 1 ] && [ -n "$DRAFT_MODEL" ]; then
   echo "quickstart: sampled arm: draft drafter, temperature 0.8, depths 0,1,3, $REPEATS repeats" \
@@ -91,7 +95,10 @@ if [ "${SAMPLED:-1}" = 1 ] && [ -n "$DRAFT_MODEL" ]; then
     --depths 0,1,3 --workloads code,prose --concurrency 1 --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" \
     --temperature 0.8 --seed 7 --budget 100 --max-tokens "${MAX_TOKENS:-96}" --canary-duration "${CANARY_S:-2}" \
     --interval 1 --out "$OUT-sampled"
+  rc2=$?
   set -e
+  [ "$rc2" = 0 ] || echo "quickstart: WARNING: the sampled sweep exited $rc2 (see its summary line above)" >&2
+  [ "$rc" = 0 ] && rc=$rc2
 fi
 
 "$BIN" report "$OUT"
@@ -99,4 +106,4 @@ fi
 echo "quickstart: load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s in all" >&2
 echo "quickstart: report in $OUT/report/report.md (figures beside it)" >&2
 [ -s "$OUT-sampled/report/report.md" ] && echo "quickstart: sampled arm: $OUT-sampled/report/report.md" >&2
-exit 0
+exit "$rc"
