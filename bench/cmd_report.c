@@ -83,11 +83,12 @@ int cmd_report(int argc, char **argv) {
         const rp_rec *R = &s.recs[r];
         printf("  %-8s %-10s c=%-3d %-16s", R->drafter, R->workload, R->conc, rp_decision_word(R));
         int j = R->rec >= 0 ? R->rec : R->best;
-        if (j >= 0)
+        if (j >= 0 && !R->undecided)
             printf(" %s depth %d: %.3fx [%.3f, %.3f]", R->rec >= 0 ? "gain" : "best point", R->depth[j], R->gain[j].est,
                    R->gain[j].lo, R->gain[j].hi);
         printf("  predicted best %s%d", R->best_pred < 0 ? "n/a " : "", R->best_pred < 0 ? 0 : R->depth[R->best_pred]);
-        if (!isnan(R->lost_block))
+        if (R->undecided) printf("  (%s)", R->missing);
+        if (!isnan(R->lost_block) && s.has_dspark && !R->undecided)
             printf("  block-size depth %d: %.1f%% %s the decision%s", R->block_depth, 100 * fabs(R->lost_block),
                    R->lost_block >= 0 ? "below" : "above (point estimate)", R->block_idx >= 0 ? "" : " (predicted)");
         printf("\n");

@@ -87,11 +87,14 @@ static void help(FILE *f) {
         "Goodput and the decision:\n"
         "  --slo-ttft-ms MS       a good request's TTFT limit\n"
         "  --slo-tpot-ms MS       a good request's TPOT limit\n"
-        "  --objective O          maximise goodput (default when an SLO is given),\n"
-        "                         output_throughput (default otherwise) or\n"
+        "  --objective O          maximise goodput, output_throughput or\n"
         "                         request_throughput; or minimise a latency: mean_tpot_ms,\n"
         "                         p99_ttft_ms, median_e2el_ms, ... ({mean,median,p99}_\n"
-        "                         {ttft,tpot,itl,e2el}_ms)\n"
+        "                         {ttft,tpot,itl,e2el}_ms). Default: goodput when an SLO is\n"
+        "                         given; else mean_tpot_ms under an open-loop rate (there\n"
+        "                         every depth that keeps up serves the offered load, so\n"
+        "                         throughput cannot rank depths); else output_throughput\n"
+        "                         (closed loop). The decisions say which was used and why\n"
         "Runs and output:\n"
         "  --seed S               first seed (default 0); repeat r uses S + r\n"
         "  --repeats N            seeded runs per cell (default 5)\n"
@@ -385,8 +388,11 @@ int cmd_simulate(int argc, char **argv) {
     g.lengths_source = o.lengths_from;
     g.repeats = o.repeats;
     int any_slo = o.slo_ttft_ms > 0 || o.slo_tpot_ms > 0;
-    g.objective = any_slo ? SIM_M_GOODPUT : SIM_M_OUT_TPUT;
+    char why[300];
+    g.objective = sim_default_objective(o.loads, o.n_loads, any_slo, o.slo_ttft_ms, o.slo_tpot_ms, why, sizeof why);
+    g.objective_why = why;
     if (o.objective) {
+        g.objective_why = "--objective";
         if (!strcmp(o.objective, "goodput")) g.objective = SIM_M_GOODPUT;
         else if (!strcmp(o.objective, "output_throughput")) g.objective = SIM_M_OUT_TPUT;
         else if (!strcmp(o.objective, "request_throughput")) g.objective = SIM_M_REQ_TPUT;

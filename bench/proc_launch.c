@@ -50,6 +50,34 @@ int proc_free_port(int *port, char *err, size_t errlen) {
     return 0;
 }
 
+/* 0 when 127.0.0.1:port can be bound now. */
+static int port_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((unsigned short)port);
+    int ok = !bind(fd, (struct sockaddr *)&a, sizeof a);
+    close(fd);
+    return ok;
+}
+
+int proc_pick_port(int base, int *port, char *err, size_t errlen) {
+    if (base <= 0) return proc_free_port(port, err, errlen);
+    for (int p = base; p < base + 100 && p <= 65535; p++)
+        if (port_free(p)) { *port = p; return 0; }
+    return errf(err, errlen, "no free port in %d..%d on 127.0.0.1 (--port-base %d)", base,
+                base + 99 > 65535 ? 65535 : base + 99, base);
+}
+
+int proc_template_check(const char *tmpl, const char *what, char *err, size_t errlen) {
+    if (tmpl && strstr(tmpl, "{port}")) return 0;
+    return errf(err, errlen, "%s has no {port} placeholder: specbed picks the port (--port-base) and waits for "
+                "/health there, e.g. \"... --port {port}\"", what);
+}
+
 int proc_expand(const char *t, int port, int depth, const char *drafter, const char *dargs, char *out, size_t outlen) {
     size_t o = 0;
     while (*t) {

@@ -24,6 +24,15 @@ typedef struct {
 
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int  proc_free_port(int *port, char *err, size_t errlen);
+/* The port for the next launch: base 0 = any free port (the kernel's
+ * choice, proc_free_port); else the first of base .. base + 99 that is free
+ * on 127.0.0.1 now (a firewall or a proxy may allow only known ports). */
+int  proc_pick_port(int base, int *port, char *err, size_t errlen);
+/* 0 when the launch template tmpl holds {port}; else -1, err naming `what`
+ * (e.g. "--launch"): specbed chooses the port and waits for /health there,
+ * so a server started on a port of its own would only be found after the
+ * whole boot timeout. */
+int  proc_template_check(const char *tmpl, const char *what, char *err, size_t errlen);
 /* Replaces {port}, {depth}, {drafter}, {drafter_args} (port ≤ 0, depth < 0
  * or NULL strings leave the placeholder). -1 when out is too small. */
 int  proc_expand(const char *tmpl, int port, int depth, const char *drafter, const char *drafter_args, char *out,

@@ -1,4 +1,4 @@
-/* recommend.h — choosing a draft depth from measurements (DESIGN §8).
+/* recommend.h — choosing a draft depth from measurements (the significance rule is rc_choose below).
  *
  * Expected committed tokens per verify step at depth k, from per-position
  * acceptance: E(k) = 1 + Σ_{i=1..k} Π_{j≤i} α_j, with α_j the conditional

@@ -33,6 +33,7 @@ typedef struct {
     double itl_p50, itl_p99;       /* the run's, from runs.csv (requests.csv keeps no gaps) */
     double al, pos[RP_MAX_POS];    /* accept length and per-position rates of the run */
     double rep4;                   /* mean repeated word 4-gram share of its outputs */
+    int failed, completed;         /* requests, from runs.csv (-1 not recorded) */
 } rp_run;
 
 /* One (drafter, depth, workload, concurrency) cell over its repeats. */
@@ -48,6 +49,8 @@ typedef struct {
     /* 95% intervals (st_two_level) */
     st_ci dec, e2e;                /* decode and end-to-end output tokens/s */
     st_ci ttft_mean, ttft_p50, ttft_p99, tpot_mean, tpot_p99, e2el_mean, itl_p50, itl_p99;   /* ms */
+    int n_bad;                     /* runs with failed requests or none completed: the cell decides nothing */
+    char bad[256];                 /* the first such run, in words */
 } rp_cell;
 
 typedef struct {
@@ -77,7 +80,9 @@ typedef struct {
     double pred_e[RP_MAX_DEPTHS], pred_e_deep[RP_MAX_DEPTHS], pred_rows[RP_MAX_DEPTHS];
     double pred_step[RP_MAX_DEPTHS], pred_dec[RP_MAX_DEPTHS];
     int pred_inside[RP_MAX_DEPTHS];    /* prediction inside the measured interval: 1, 0, -1 not judged */
-    int rec, best;                     /* indices; rec -1 = speculation off */
+    int rec, best;                     /* indices; rec -1 = speculation off (or no decision: undecided) */
+    int undecided;                     /* 1: speculation off or every speculative depth is missing or failed */
+    char missing[1536];                /* the planned cells left out of this series, each with why; "" none */
     int best_pred;                     /* argmax predicted decode tok/s, -1 none */
     int block_depth, block_idx;        /* block_idx -1 when not swept */
     double block_pred;                 /* predicted decode tok/s at the block depth */
@@ -92,12 +97,17 @@ typedef struct {
 typedef struct {
     char dir[1024];
     char launch[4096];
+    char launch_off[4096];             /* the depth-0 launch: --launch-off, or the one derived from --launch */
+    int launch_off_derived;
     int block_size;
     char block_src[600];
     char cost_table[1024];             /* sweep.json's --cost-table */
     char cost_tables[16][2][600];      /* sweep.json's --profile-cmd results: drafter, path */
     int n_cost_tables;
     char loadavg_start[64], loadavg_end[64], started[32];
+    char machine[768];                 /* sweep.json's machine, in words ("" not recorded) */
+    int planned_depths[RP_MAX_DEPTHS], n_planned;   /* sweep.json's depths */
+    int has_dspark;                    /* a drafter named dspark was swept: the block-size comparison applies */
     double temperature, top_p, wall_s;
     long long order_seed, seed;
     int repeats_planned, repeats_done, n_boot;
@@ -124,6 +134,6 @@ void rp_free(rp_sweep *s);
 int  rp_plot(const rp_sweep *s, const char *outdir, char *err, size_t errlen);
 int  rp_write_md(const rp_sweep *s, const char *outdir, int have_figures, char *err, size_t errlen);
 int  rp_write_json(const rp_sweep *s, const char *outdir, char *err, size_t errlen);
-/* "speculation off" or "depth K" for a decision (static buffer per call slot). */
+/* "speculation off", "depth K" or "no decision" (static buffer per call slot). */
 const char *rp_decision_word(const rp_rec *R);
 #endif

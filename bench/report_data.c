@@ -85,8 +85,33 @@ static void load_run(const char *sweep_dir, const char *rel, rp_run *u) {
     if (cnt) u->rep4 = sum / cnt;
 }
 
+/* sweep.json's machine, in words: what the report prints beside the load average */
+static void machine_words(rp_sweep *s, const cJSON *m) {
+    const cJSON *M = cJSON_GetObjectItemCaseSensitive(m, "machine");
+    if (!cJSON_IsObject(M)) return;
+    char cpu[256] = "unknown", simd[32] = "unknown", omp[32] = "unset", gpu[300] = "none", sk[64] = "";
+    jstr(M, "cpu_model", cpu, sizeof cpu);
+    jstr(M, "simd", simd, sizeof simd);
+    jstr(M, "omp_num_threads", omp, sizeof omp);
+    jstr(M, "gpu", gpu, sizeof gpu);
+    jstr(M, "server_kernels", sk, sizeof sk);
+    snprintf(s->machine, sizeof s->machine, "%s, client SIMD %s, %d CPUs, OMP_NUM_THREADS=%s; server kernels %s; GPU %s",
+             cpu, simd, (int)jnum(M, "cpus", 0), omp, sk[0] ? sk : "unknown (the server did not say)", gpu);
+}
+
 static void load_manifest(rp_sweep *s, cJSON *m) {
     jstr(m, "launch", s->launch, sizeof s->launch);
+    jstr(m, "launch_off", s->launch_off, sizeof s->launch_off);
+    if (!s->launch_off[0]) {
+        jstr(m, "launch_off_derived", s->launch_off, sizeof s->launch_off);
+        s->launch_off_derived = s->launch_off[0] != 0;
+    }
+    machine_words(s, m);
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(m, "depths"), *e;
+    cJSON_ArrayForEach(e, dl)
+        if (cJSON_IsNumber(e) && s->n_planned < RP_MAX_DEPTHS) s->planned_depths[s->n_planned++] = (int)e->valuedouble;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m, "drafters"))
+        if (cJSON_IsString(e) && strstr(e->valuestring, "dspark")) s->has_dspark = 1;
     s->block_size = (int)jnum(m, "block_size", 5);
     jstr(m, "block_size_source", s->block_src, sizeof s->block_src);
     jstr(m, "cost_table", s->cost_table, sizeof s->cost_table);
@@ -111,6 +136,17 @@ static void load_manifest(rp_sweep *s, cJSON *m) {
     cJSON_ArrayForEach(c, b)
         if (cJSON_IsString(c) && o < sizeof s->gave_up)
             o += (size_t)snprintf(s->gave_up + o, sizeof s->gave_up - o, "%s%s", o ? "; " : "", c->valuestring);
+}
+
+/* speculation off first, then drafter, workload, concurrency, depth */
+static int cell_order(const void *pa, const void *pb) {
+    const rp_cell *a = pa, *b = pb;
+    int an = !strcmp(a->drafter, "none"), bn = !strcmp(b->drafter, "none"), d;
+    if (an != bn) return bn - an;
+    if ((d = strcmp(a->drafter, b->drafter))) return d;
+    if ((d = strcmp(a->workload, b->workload))) return d;
+    if (a->conc != b->conc) return a->conc < b->conc ? -1 : 1;
+    return a->depth < b->depth ? -1 : a->depth > b->depth;
 }
 
 int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
@@ -180,6 +216,15 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
         u->itl_p50 = csvt_num(&t, r, "median_itl_ms");
         u->itl_p99 = csvt_num(&t, r, "p99_itl_ms");
         u->al = depth == 0 ? 1.0 : csvt_num(&t, r, "spec_decode_acceptance_length");
+        double fr = csvt_num(&t, r, "failed"), cr = csvt_num(&t, r, "completed");
+        u->failed = isnan(fr) ? -1 : (int)fr;
+        u->completed = isnan(cr) ? -1 : (int)cr;
+        if (u->completed == 0 || u->failed > 0) {   /* a run that did not measure what it was sent to */
+            if (!c->n_bad++)
+                snprintf(c->bad, sizeof c->bad, "repeat %d: %d of %d requests failed%s", u->rep, u->failed < 0 ? 0 : u->failed,
+                         (u->failed < 0 ? 0 : u->failed) + (u->completed < 0 ? 0 : u->completed),
+                         u->completed == 0 ? ", completed none" : "");
+        }
         c->tps = mean_acc(c->tps, csvt_num(&t, r, "output_throughput"), n);
         c->failed = mean_acc(c->failed, csvt_num(&t, r, "failed"), n);
         c->completed = mean_acc(c->completed, csvt_num(&t, r, "completed"), n);
@@ -203,6 +248,8 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
     }
     csvt_free(&t);
     if (!s->n_cells) return errf(err, errlen, "%s: no runs recorded", p);
+    /* runs.csv is in visit order (shuffled per repeat); every table reads in a fixed one */
+    qsort(s->cells, (size_t)s->n_cells, sizeof *s->cells, cell_order);
     return 0;
 }
 
@@ -471,11 +518,40 @@ static int fit_draft_cost(const rp_sweep *s, const char *dr, int conc, const cos
     return 0;
 }
 
+static int planned(const rp_sweep *s, int depth) {
+    for (int i = 0; i < s->n_planned; i++) if (s->planned_depths[i] == depth) return 1;
+    return 0;
+}
+
+/* Appends "depth K: why" to R->missing for a planned cell that is absent
+ * (c NULL: why from the sweep's launches) or failed (c's runs). */
+static void note_missing(const rp_sweep *s, rp_rec *R, int depth, const rp_cell *c) {
+    char why[700];
+    if (c) snprintf(why, sizeof why, "%d of %d run(s) failed (%s)", c->n_bad, c->n_rep, c->bad);
+    else if (!planned(s, depth)) snprintf(why, sizeof why, "not swept, so there is no baseline to gain over");
+    else {
+        const char *arm = depth == 0 ? "none" : R->drafter, *first = NULL;
+        int nf = 0, nl = 0;
+        for (int i = 0; i < s->n_launches; i++) {
+            const rp_launch *L = &s->launches[i];
+            if (L->depth != depth || strcmp(L->drafter, arm)) continue;
+            nl++;
+            if (L->error[0]) { nf++; if (!first) first = L->error; }
+        }
+        if (nf) snprintf(why, sizeof why, "%d of %d launch(es) failed (%.400s)", nf, nl, first);
+        else snprintf(why, sizeof why, "no runs recorded (%d launch(es); the sweep may have stopped early)", nl);
+    }
+    size_t l = strlen(R->missing);
+    snprintf(R->missing + l, sizeof R->missing - l, "%sdepth %d%s: %s", l ? "; " : "", depth,
+             depth == 0 ? " (speculation off)" : "", why);
+}
+
 const char *rp_decision_word(const rp_rec *R) {
     static char buf[4][64];
     static int slot;
     char *b = buf[slot++ & 3];
-    if (R->rec < 0) snprintf(b, 64, "speculation off");
+    if (R->undecided) snprintf(b, 64, "no decision");
+    else if (R->rec < 0) snprintf(b, 64, "speculation off");
     else snprintf(b, 64, "depth %d", R->depth[R->rec]);
     return b;
 }
@@ -538,8 +614,11 @@ int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long l
             R->conc = c0->conc;
             for (int k = 0; k < RP_MAX_DEPTHS && R->n < RP_MAX_DEPTHS; k++) {
                 const rp_cell *c = cell(s, dr, k, R->workload, R->conc);
-                if (c) { R->depth[R->n] = k; R->cell[R->n++] = c; }
+                if (c && !c->n_bad) { R->depth[R->n] = k; R->cell[R->n++] = c; }
+                else if (c || planned(s, k) || k == 0) note_missing(s, R, k, c);
             }
+            /* a decision needs the baseline and at least one speculative depth, each measured */
+            R->undecided = !(R->n && R->depth[0] == 0) || R->n < 2;
             const rp_cell *off = R->n && R->depth[0] == 0 ? R->cell[0] : NULL;
             R->max_rep4 = NAN;
             for (int j = 0; j < R->n; j++) {
@@ -550,6 +629,7 @@ int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long l
                 if (R->depth[j] > 0 && !isnan(R->cell[j]->rep4) && !(R->cell[j]->rep4 <= R->max_rep4)) R->max_rep4 = R->cell[j]->rep4;
             }
             R->rec = rc_choose(R->depth, R->gain, R->n, &R->best);
+            if (R->undecided) R->rec = -1;
             /* per-position rates from the deepest speculative cell */
             const rp_cell *deep = NULL;
             for (int j = R->n - 1; j >= 0 && !deep; j--)

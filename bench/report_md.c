@@ -64,6 +64,10 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
             s->repeats_done >= 0 ? s->repeats_done : s->repeats_planned, s->repeats_planned, s->order_seed,
             s->temperature > 0 ? "sampled" : "greedy", s->seed, s->loadavg_start[0] ? s->loadavg_start : "not recorded",
             s->loadavg_end[0] ? s->loadavg_end : "not recorded", s->gave_up[0] ? " **Budget:** " : "", s->gave_up);
+    if (s->launch_off[0])
+        fprintf(f, "Speculation off (depth 0) launched as `%s`%s.\n\n", s->launch_off,
+                s->launch_off_derived ? " (derived from the launch template: its speculation flags removed)" : "");
+    fprintf(f, "Machine: %s.\n\n", s->machine[0] ? s->machine : "not recorded (sweeps before issue 37 did not record it)");
     if (s->temperature > 0) {
         fprintf(f, "Temperature %.2f", s->temperature);
         if (s->top_p < 1) fprintf(f, ", top-p %.2f", s->top_p);
@@ -72,19 +76,36 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
 
     /* ---- the decision ---- */
     fprintf(f, "## Recommendation\n\n");
-    int n_depth = 0, n_off = 0;
-    for (int r = 0; r < s->n_recs; r++) { if (s->recs[r].rec >= 0) n_depth++; else n_off++; }
+    int n_depth = 0, n_off = 0, n_none = 0;
+    for (int r = 0; r < s->n_recs; r++) {
+        if (s->recs[r].undecided) n_none++;
+        else if (s->recs[r].rec >= 0) n_depth++;
+        else n_off++;
+    }
     fprintf(f, "**%d of %d cells recommend a draft depth; %d say speculation off** (no depth's decode throughput is "
-               "significantly above speculation off's). A depth is better only when the 95%% interval of its gain "
-               "excludes 1; the recommendation is the shallowest such depth whose gain lies within the best depth's "
-               "interval.\n\n", n_depth, s->n_recs, n_off);
+               "significantly above speculation off's)", n_depth, s->n_recs, n_off);
+    if (n_none)
+        fprintf(f, "; **%d have no decision**: their baseline (speculation off) or every speculative depth is missing "
+                   "or failed (\"Missing or failed cells\" below)", n_none);
+    fprintf(f, ". A decision uses only cells whose every run completed all its requests. A depth is better only when the "
+               "95%% interval of its gain excludes 1; the recommendation is the shallowest such depth whose gain lies "
+               "within the best depth's interval.\n\n");
+    int blk = s->has_dspark;   /* the block-size comparison is DSpark's question only */
     fprintf(f, "| drafter | workload | conc | decision | its gain (decode tok/s ÷ off) [95%% CI] | best depth by estimate "
-               "| end-to-end gain of the decision | speculation-off decode tok/s [95%% CI] | block-size depth %d "
-               "| loops (max rep. 4-gram share) |\n|---|---|---|---|---|---|---|---|---|---|\n", s->block_size);
+               "| end-to-end gain of the decision | speculation-off decode tok/s [95%% CI] |");
+    if (blk) fprintf(f, " block-size depth %d |", s->block_size);
+    fprintf(f, " loops (max rep. 4-gram share) |\n|---|---|---|---|---|---|---|---|%s---|\n", blk ? "---|" : "");
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
         const rp_cell *off = off_of(R);
         fprintf(f, "| %s | %s | %d | **%s** | ", R->drafter, R->workload, R->conc, rp_decision_word(R));
+        if (R->undecided) {
+            fprintf(f, "– (missing or failed: %s) | – | – | ", R->missing);
+            if (off) ci(f, "%.1f", &off->dec);
+            else fputs("–", f);
+            fputs(blk ? " | – | – |\n" : " | – |\n", f);
+            continue;
+        }
         if (R->rec >= 0) gain(f, &R->gain[R->rec]);
         else fputs("1 (off)", f);
         fputs(" | ", f);
@@ -97,13 +118,29 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         if (off) ci(f, "%.1f", &off->dec);
         else fputs("– (depth 0 not swept)", f);
         fputs(" | ", f);
-        if (R->block_idx >= 0) { gain(f, &R->gain[R->block_idx]); fprintf(f, ", %s", verdict_word(R->verdict[R->block_idx])); }
-        else { num(f, "%.1f tok/s", R->block_pred); fputs(" (predicted; not swept)", f); }
-        if (!isnan(R->lost_block)) fprintf(f, "; %.1f%% below the decision", 100 * R->lost_block);
-        fputs(" | ", f);
+        if (blk) {
+            if (R->block_idx >= 0) { gain(f, &R->gain[R->block_idx]); fprintf(f, ", %s", verdict_word(R->verdict[R->block_idx])); }
+            else { num(f, "%.1f tok/s", R->block_pred); fputs(" (predicted; not swept)", f); }
+            if (!isnan(R->lost_block)) fprintf(f, "; %.1f%% below the decision", 100 * R->lost_block);
+            fputs(" | ", f);
+        }
         num(f, "%.2f", R->max_rep4);
         if (R->max_rep4 > RP_REPEAT_WARN) fputs(" ⚠ loop-driven", f);
         fputs(" |\n", f);
+    }
+
+    /* ---- what was left out, and why ---- */
+    int any_missing = 0;
+    for (int r = 0; r < s->n_recs; r++) any_missing |= s->recs[r].missing[0] != 0;
+    if (any_missing) {
+        fprintf(f, "\n## Missing or failed cells\n\nLeft out of every decision and interval below (a failed run's "
+                   "throughput measures the failure, not the server):\n\n");
+        for (int r = 0; r < s->n_recs; r++) {
+            const rp_rec *R = &s->recs[r];
+            if (R->missing[0])
+                fprintf(f, "- %s, %s, concurrency %d%s: %s\n", R->drafter, R->workload, R->conc,
+                        R->undecided ? " (no decision)" : "", R->missing);
+        }
     }
 
     /* ---- noise ---- */
@@ -179,10 +216,14 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
     /* ---- content bound ---- */
     fprintf(f, "## What the content allows (per-position acceptance, break-even depth)\n\n"
                "Per-position acceptance (unconditional: P(draft i accepted)) at the deepest depth, and the depth past "
-               "which one more draft row costs more than it returns (predicted decode tok/s stops rising), next to what "
-               "`dspark_block_size` would impose (**%d**, %s).\n\n"
-               "| drafter | workload | conc | rate at position 1..8 | break-even depth | decision | block-size depth |\n"
-               "|---|---|---|---|---|---|---|\n", s->block_size, s->block_src);
+               "which one more draft row costs more than it returns (predicted decode tok/s stops rising)");
+    if (blk)
+        fprintf(f, ", next to what `dspark_block_size` would impose (**%d**, %s).\n\n"
+                   "| drafter | workload | conc | rate at position 1..8 | break-even depth | decision | block-size depth |\n"
+                   "|---|---|---|---|---|---|---|\n", s->block_size, s->block_src);
+    else
+        fprintf(f, ".\n\n| drafter | workload | conc | rate at position 1..8 | break-even depth | decision |\n"
+                   "|---|---|---|---|---|---|\n");
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
         const rp_cell *deep = NULL;
@@ -194,7 +235,9 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         fputs(" | ", f);
         if (R->break_even >= 0) fprintf(f, "%d", R->break_even);
         else fputs("–", f);
-        fprintf(f, " | %s | %d |\n", rp_decision_word(R), R->block_depth);
+        fprintf(f, " | %s |", rp_decision_word(R));
+        if (blk) fprintf(f, " %d |", R->block_depth);
+        fputs("\n", f);
     }
 
     /* ---- canary ---- */
@@ -221,7 +264,7 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
     /* ---- every cell ---- */
     fprintf(f, "\n## Every cell: latency, 95%% intervals\n\n| drafter | depth | workload | conc | repeats | accept len | "
                "accept rate %% | TTFT mean ms | TTFT p99 ms | TPOT mean ms | TPOT p99 ms | ITL p50 ms | ITL p99 ms | "
-               "E2E mean ms | failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "E2E mean ms | requests failed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->n_cells; i++) {
         const rp_cell *c = &s->cells[i];
         fprintf(f, "| %s | %d | %s | %d | %d | ", c->drafter, c->depth, c->workload, c->conc, c->n_rep);
@@ -234,7 +277,12 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
         ci(f, "%.3f", &c->itl_p50); fputs(" | ", f);
         ci(f, "%.3f", &c->itl_p99); fputs(" | ", f);
         ci(f, "%.1f", &c->e2el_mean); fputs(" | ", f);
-        num(f, "%.1f", c->failed); fputs(" |\n", f);
+        int nf = 0, ns = 0;   /* requests, summed over the repeats: counts are whole numbers */
+        for (int k = 0; k < c->n_rep; k++) {
+            nf += c->runs[k].failed > 0 ? c->runs[k].failed : 0;
+            ns += (c->runs[k].failed > 0 ? c->runs[k].failed : 0) + (c->runs[k].completed > 0 ? c->runs[k].completed : 0);
+        }
+        fprintf(f, "%d of %d |\n", nf, ns);
     }
 
     fprintf(f, "\n## Figures\n\n");
@@ -309,6 +357,7 @@ int rp_write_json(const rp_sweep *s, const char *out, char *err, size_t errlen) 
     cJSON_AddNumberToObject(j, "predictions_inside_interval", s->n_pred_inside);
     if (s->loadavg_start[0]) cJSON_AddStringToObject(j, "loadavg_start", s->loadavg_start);
     if (s->loadavg_end[0]) cJSON_AddStringToObject(j, "loadavg_end", s->loadavg_end);
+    if (s->machine[0]) cJSON_AddStringToObject(j, "machine", s->machine);
     cJSON *a = cJSON_AddArrayToObject(j, "recommendations");
     for (int r = 0; r < s->n_recs; r++) {
         const rp_rec *R = &s->recs[r];
@@ -317,7 +366,9 @@ int rp_write_json(const rp_sweep *s, const char *out, char *err, size_t errlen) 
         cJSON_AddStringToObject(o, "workload", R->workload);
         cJSON_AddNumberToObject(o, "concurrency", R->conc);
         cJSON_AddStringToObject(o, "decision", rp_decision_word(R));
-        cJSON_AddNumberToObject(o, "recommended_depth", R->rec >= 0 ? R->depth[R->rec] : 0);
+        if (R->missing[0]) cJSON_AddStringToObject(o, "missing_or_failed", R->missing);
+        if (R->undecided) cJSON_AddNullToObject(o, "recommended_depth");
+        else cJSON_AddNumberToObject(o, "recommended_depth", R->rec >= 0 ? R->depth[R->rec] : 0);
         if (R->rec >= 0) add_gain(o, "recommended_gain_ci95", &R->gain[R->rec]);
         if (R->best >= 0) {
             cJSON_AddNumberToObject(o, "measured_best_depth", R->depth[R->best]);

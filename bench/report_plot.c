@@ -14,13 +14,14 @@ typedef struct {
     const rp_sweep *s;
     const char *out;
     char png_term[128];
-    char load_note[300];   /* "\nset label … load average …": every figure says how loaded the machine was */
+    char stamp[200];       /* "load average …; N repeat(s)": every figure's title carries it as its second line, so
+                            * the two never collide */
 } plot_ctx;
 
-/* A title safe inside gnuplot single quotes. */
+/* A title safe inside gnuplot single or double quotes (no quote, no escape). */
 static void q(char *dst, size_t n, const char *src) {
     size_t o = 0;
-    for (; *src && o + 1 < n; src++) dst[o++] = *src == '\'' ? '`' : *src;
+    for (; *src && o + 1 < n; src++) dst[o++] = *src == '\'' || *src == '"' ? '`' : *src == '\\' ? '/' : *src;
     dst[o] = 0;
 }
 
@@ -68,12 +69,20 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
     int np = s->n_drafters, cols = np > 1 ? 2 : 1, rows = (np + cols - 1) / cols, block = 0, any_panel = 0;
     char tq[300];
     q(tq, sizeof tq, title);
-    o += (size_t)snprintf(plot + o, cap - o, "set multiplot layout %d,%d title '%s' noenhanced\n", rows, cols, tq);
+    o += (size_t)snprintf(plot + o, cap - o, "set multiplot layout %d,%d title \"%s\\n%s\" noenhanced\n", rows, cols, tq,
+                          P->stamp);
     for (int d = 0; d < np; d++) {
         int ns = 0;
         for (int r = 0; r < s->n_recs; r++) ns += !strcmp(s->recs[r].drafter, s->drafters[d]);
         char dq[128];
         q(dq, sizeof dq, s->drafters[d]);
+        int has = 0;   /* a panel without a defined point: gnuplot needs a y range, the reader a word */
+        for (int r = 0; r < s->n_recs && !has; r++)
+            if (!strcmp(s->recs[r].drafter, s->drafters[d]))
+                for (int j = 0; j < s->recs[r].n && !has; j++) { double lo, hi; has = !isnan(get(&s->recs[r], j, &lo, &hi)); }
+        if (!has)
+            o += (size_t)snprintf(plot + o, cap - o, "set yrange [%s]\nset label 98 'no measured cells (missing or failed)' "
+                                  "at graph 0.5,0.5 center\n", flags & PANEL_LOGY ? "0.125:8" : "0:1");
         o += (size_t)snprintf(plot + o, cap - o, "set title '%s' noenhanced\nplot ", dq);
         int si = 0, first = 1;
         for (int r = 0; r < s->n_recs && o + 2048 < cap; r++) {
@@ -84,11 +93,14 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
             for (int j = 0; j < R->n; j++) {
                 double lo = NAN, hi = NAN, y = get(R, j, &lo, &hi);
                 if (isnan(y)) continue;
-                fprintf(f, "%d %.6g %.6g %.6g %.6g\n", R->depth[j], y, isnan(lo) ? y : lo, isnan(hi) ? y : hi, R->pred_dec[j]);
+                /* every quantity drawn is non-negative: a t interval over 2 repeats can reach below 0, the band not */
+                fprintf(f, "%d %.6g %.6g %.6g %.6g\n", R->depth[j], y, isnan(lo) ? y : lo < 0 ? 0 : lo, isnan(hi) ? y : hi,
+                        R->pred_dec[j]);
                 any = 1;
             }
             if (!any) fprintf(f, "0 NaN NaN NaN NaN\n");
             fprintf(f, "\n\n");
+            if (!any) { block++; continue; }   /* nothing measured (cells missing or failed): no line, no key entry */
             char t[256], sq[256];
             snprintf(t, sizeof t, "%s c=%d", R->workload, R->conc);
             q(sq, sizeof sq, t);
@@ -115,7 +127,10 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
         if (flags & PANEL_ONE_LINE)
             o += (size_t)snprintf(plot + o, cap - o, ", 1 with lines lw 2 dt 2 lc rgb 'black' title 'speculation off (1.0)'");
         o += (size_t)snprintf(plot + o, cap - o, "\n");
-        any_panel |= !first;
+        if (!has)
+            o += (size_t)snprintf(plot + o, cap - o, "unset label 98\nset %s\n",
+                                  flags & PANEL_LOGY ? "yrange [0.125:8]" : "autoscale y");
+        any_panel = 1;
     }
     o += (size_t)snprintf(plot + o, cap - o, "unset multiplot\n");
     fclose(f);
@@ -125,11 +140,13 @@ static int panels(plot_ctx *P, const char *name, const char *title, const char *
         q(lq, sizeof lq, ylabel);
         int maxd = 0;
         for (int r = 0; r < s->n_recs; r++) if (s->recs[r].n && s->recs[r].depth[s->recs[r].n - 1] > maxd) maxd = s->recs[r].depth[s->recs[r].n - 1];
+        /* the key goes where no data can be: outside the panel, to its right (inside, wide intervals and
+         * rising curves ran under it) */
         snprintf(setup, sizeof setup,
                  "set xlabel 'draft depth (0 = speculation off)'\nset ylabel '%s' noenhanced\nset grid\n"
-                 "set key top right noenhanced font ',8' opaque\nset xtics 1\nset xrange [-0.5:%g]\n%s%s", lq, maxd + 0.5,
-                 flags & PANEL_LOGY ? "set logscale y\nset yrange [0.125:8]\nset ytics (0.125, 0.25, 0.5, 0.75, 1, 1.5, 2, 4, 8)\n" : "",
-                 P->load_note);
+                 "set key %s noenhanced font ',8'\nset xtics 1\nset xrange [-0.5:%g]\n%s", lq,
+                 "outside right top vertical", maxd + 0.5,
+                 flags & PANEL_LOGY ? "set logscale y\nset yrange [0.125:8]\nset ytics (0.125, 0.25, 0.5, 0.75, 1, 1.5, 2, 4, 8)\n" : "");
         rc = render(P, name, setup, plot, rows, err, errlen);
     }
     free(plot);
@@ -171,8 +188,8 @@ static int per_position(plot_ctx *P, char *err, size_t errlen) {
     char *plot = malloc(cap);
     if (!plot) { fclose(f); return errf(err, errlen, "out of memory"); }
     int np = s->n_drafters, cols = np > 1 ? 2 : 1, rows = (np + cols - 1) / cols, block = 0, any_panel = 0;
-    o += (size_t)snprintf(plot + o, cap - o, "set multiplot layout %d,%d title 'Per-position acceptance P(draft i "
-                          "accepted), deepest depth: what the content allows' noenhanced\n", rows, cols);
+    o += (size_t)snprintf(plot + o, cap - o, "set multiplot layout %d,%d title \"Per-position acceptance P(draft i "
+                          "accepted), deepest depth: what the content allows\\n%s\" noenhanced\n", rows, cols, P->stamp);
     for (int d = 0; d < np; d++) {
         char dq[128];
         q(dq, sizeof dq, s->drafters[d]);
@@ -206,7 +223,7 @@ static int per_position(plot_ctx *P, char *err, size_t errlen) {
     if (any_panel) {
         char setup[512];
         snprintf(setup, sizeof setup, "set xlabel 'draft position i'\nset ylabel 'acceptance rate'\nset yrange [0:1.05]\n"
-                 "set grid\nset key top right noenhanced font ',8'\nset xtics 1%s", P->load_note);
+                 "set grid\nset key outside right top vertical noenhanced font ',8'\nset xtics 1");
         rc = render(P, "per_position_acceptance", setup, plot, rows, err, errlen);
     }
     free(plot);
@@ -287,9 +304,9 @@ static int timelines(plot_ctx *P, char *err, size_t errlen) {
                  L->verdict[0] ? L->verdict : "not run");
         q(tq, sizeof tq, t);
         snprintf(setup, sizeof setup,
-                 "set title '%s' noenhanced\nset xlabel 'seconds (runs laid end to end)'\n"
+                 "set title \"%s\\n%s\" noenhanced\nset xlabel 'seconds (runs laid end to end)'\n"
                  "set ylabel 'accept length (tokens per verify step)'\nset yrange [0:%d]\nset xrange [0:*]\nset grid\n"
-                 "set key outside right top noenhanced%s", tq, L->depth + 2, P->load_note);
+                 "set key outside right top noenhanced", tq, P->stamp, L->depth + 2);
         if (render(P, name, setup, plot, 1, err, errlen)) return -1;
     }
     return 0;
@@ -305,9 +322,7 @@ int rp_plot(const rp_sweep *s, const char *out, char *err, size_t errlen) {
     char la[160];
     snprintf(la, sizeof la, "load average %s → %s; %d repeat(s)", s->loadavg_start[0] ? s->loadavg_start : "?",
              s->loadavg_end[0] ? s->loadavg_end : "?", s->repeats_done >= 0 ? s->repeats_done : s->repeats_planned);
-    char lq[170];
-    q(lq, sizeof lq, la);
-    snprintf(P.load_note, sizeof P.load_note, "\nset label 99 '%s' at screen 0.995, screen 0.985 right font ',8' noenhanced", lq);
+    q(P.stamp, sizeof P.stamp, la);
     if (panels(&P, "decision_gain_vs_depth", "Decision: decode throughput gain over speculation off (95% interval; better only "
                "when the bar clears 1.0)", "gain (x speculation off, log scale)", g_gain, PANEL_ERRORBARS | PANEL_ONE_LINE | PANEL_LOGY, err, errlen) ||
         panels(&P, "decode_throughput_vs_depth", "Decode tokens/s vs draft depth (95% bands)", "decode tokens/s", g_dec,

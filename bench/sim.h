@@ -154,7 +154,12 @@ void sim_result_free(sim_result *r);
 
 #define SIM_CELL_REPEATS 32
 /* One drafter × depth × workload × concurrency cell of a sweep's runs.csv,
- * repeats averaged (NaN values skipped). Drafter "none" is depth 0. */
+ * repeats averaged (NaN values skipped). Drafter "none" is depth 0. A run
+ * with failed requests or none completed measured the failure, not the
+ * server: it is left out of the averages and counted in n_bad (a cell
+ * whose every run failed has n_rep 0). sim_sweep_cells returns the cells
+ * sorted: speculation off first, then drafter, workload, concurrency, depth
+ * (runs.csv is in the sweep's shuffled visit order). */
 typedef struct {
     char drafter[64], workload[128];
     int depth, conc, n_rep;
@@ -167,6 +172,8 @@ typedef struct {
     char dir[8][256];                               /* the repeats' run directories, relative to the sweep */
     int n_vals;                                     /* repeats kept below (the first SIM_CELL_REPEATS) */
     double rep_tps[SIM_CELL_REPEATS], rep_tpot[SIM_CELL_REPEATS];   /* each repeat's output tok/s, mean TPOT ms */
+    int n_bad;                                      /* runs left out: failed requests, or none completed */
+    char bad[160];                                  /* the first of them, in words */
 } sim_sweep_cell;
 /* Reads DIR/runs.csv (written by `specbed sweep`); *out is malloc'd. */
 int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, size_t errlen);
@@ -211,6 +218,15 @@ typedef struct {
     char label[160];           /* "c=8", "r=2.5", "60s@r2,60s@r10" */
 } sim_load;
 
+/* The objective when --objective is not given, and why (into why): goodput
+ * when an SLO is given (stated in why); else, when any load is open loop (a
+ * rate, or a profile with a rate phase), mean TPOT minimised — an open-loop
+ * server that keeps up serves exactly the offered load at every depth, so
+ * output throughput ties and would leave depth 0 "within the best" at every
+ * load; else (closed loop) output throughput. */
+int sim_default_objective(const sim_load *loads, int n_loads, int any_slo, double slo_ttft_ms, double slo_tpot_ms,
+                          char *why, size_t whylen);
+
 typedef struct {
     double mean[SIM_N_METRICS], lo[SIM_N_METRICS], hi[SIM_N_METRICS];   /* over the repeats */
     int n_rep;
@@ -231,6 +247,7 @@ typedef struct {
     const sim_load *loads; int n_loads;
     int per_replica;           /* loads scale with the replica count */
     int objective;             /* the metric maximised (throughputs, goodput) or minimised (latencies) */
+    const char *objective_why; /* why that one (the default's reason, or "--objective"); printed with the decisions */
     const sim_config *base;    /* the settings every run shares */
     const sim_lengths *set_lengths; /* [n_sets] lengths per acceptance set (its workload's), or NULL: base's */
     const char *lengths_source;/* NULL = fixed lengths */

@@ -261,9 +261,28 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
         return -1;
     }
     int n = 0;
+    strbuf left = {0};   /* cells left out or thinned, each with why */
     for (int i = 0; i < nc; i++) {
         const sim_sweep_cell *c = &cells[i];
         if (o->drafter && strcmp(c->drafter, o->drafter) && strcmp(c->drafter, "none")) continue;
+        if (!c->n_rep) {
+            strbuf_printf(&left, "- %s depth %d, %s, c=%d: left out, every run failed (%s)\n", c->drafter, c->depth,
+                          c->workload, c->conc, c->bad);
+            continue;
+        }
+        if (c->n_bad)
+            strbuf_printf(&left, "- %s depth %d, %s, c=%d: %d run(s) with failed requests left out (%s)\n", c->drafter,
+                          c->depth, c->workload, c->conc, c->n_bad, c->bad);
+        int have_off = 0;   /* the auto calibrations read a measured speculation-off cell */
+        for (int k = 0; k < nc; k++)
+            have_off |= cells[k].depth == 0 && cells[k].n_rep > 0 && !strcmp(cells[k].workload, c->workload) &&
+                        (o->think_s >= 0 || cells[k].conc == c->conc);
+        if ((o->think_s < 0 || o->step_overhead_s < 0 || o->request_overhead_s < 0) && !have_off) {
+            strbuf_printf(&left, "- %s depth %d, %s, c=%d: left out, no measured speculation-off cell on %s%s for the "
+                          "auto calibration\n", c->drafter, c->depth, c->workload, c->conc, c->workload,
+                          o->think_s < 0 ? " at this concurrency" : "");
+            continue;
+        }
         if (c->depth > 0 && c->n_pos < 1) continue;   /* nothing measured to simulate from */
         rows[n].think_s = o->think_s >= 0 ? o->think_s : client_gap(cells, nc, c);
         rows[n].ov = ov[i];
@@ -272,6 +291,7 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
             snprintf(m, sizeof m, "%s", err);
             errf(err, errlen, "cell %s d%d %s c%d: %s", c->drafter, c->depth, c->workload, c->conc, m);
             free(rows);   /* after the message: c points into cells */
+            free(left.p);
             free(ov);
             free(cells);
             return -1;
@@ -343,6 +363,9 @@ int sim_compare_sweep(const sim_compare_opts *o, char *err, size_t errlen) {
         ok_tps += r->ok[0];
         ok_tpot += r->ok[1];
     }
+    if (left.n) strbuf_printf(&b, "\nLeft out of the comparison (measured cells only, never a failure's numbers):\n%s",
+                                left.p);
+    free(left.p);
     int nm = 0;
     for (int i = 0; i < n; i++) nm += rows[i].lengths_measured;
     strbuf_printf(&b, "\nrequest lengths: the measured (input, output) tokens of each cell's requests in %d of %d cells, "

@@ -122,6 +122,16 @@ static double fold(double acc, double v, int n) {   /* running mean over n value
     return acc + (v - acc) / (n + 1);
 }
 
+static int cell_order(const void *pa, const void *pb) {
+    const sim_sweep_cell *a = pa, *b = pb;
+    int an = !strcmp(a->drafter, "none"), bn = !strcmp(b->drafter, "none"), d;
+    if (an != bn) return bn - an;
+    if ((d = strcmp(a->drafter, b->drafter))) return d;
+    if ((d = strcmp(a->workload, b->workload))) return d;
+    if (a->conc != b->conc) return a->conc < b->conc ? -1 : 1;
+    return a->depth < b->depth ? -1 : a->depth > b->depth;
+}
+
 int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
@@ -156,7 +166,14 @@ int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, si
             for (int i = 0; i < SIM_MAX_POS; i++) x->pos[i] = NAN;
         }
         int m = x->n_rep;
-        double comp = csvt_num(&t, r, "completed"), tot = csvt_num(&t, r, "total_output_tokens");
+        double comp = csvt_num(&t, r, "completed"), tot = csvt_num(&t, r, "total_output_tokens"),
+               nfail = csvt_num(&t, r, "failed");
+        if (comp == 0 || nfail > 0) {
+            if (!x->n_bad++)
+                snprintf(x->bad, sizeof x->bad, "repeat %.0f: %.0f of %.0f requests failed", csvt_num(&t, r, "repeat"),
+                         nfail > 0 ? nfail : 0, (nfail > 0 ? nfail : 0) + (comp > 0 ? comp : 0));
+            continue;
+        }
         x->tps = fold(x->tps, csvt_num(&t, r, "output_throughput"), m);
         x->req_tps = fold(x->req_tps, csvt_num(&t, r, "request_throughput"), m);
         x->completed = fold(x->completed, comp, m);
@@ -183,6 +200,7 @@ int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, si
     }
     csvt_free(&t);
     if (!k) { free(c); return errf(err, errlen, "%s: no runs recorded", p); }
+    qsort(c, (size_t)k, sizeof *c, cell_order);
     *out = c;
     *n = k;
     return 0;
@@ -215,7 +233,7 @@ int sim_accept_load_sweep(const char *dir, const char *drafter, sim_accept **out
         snprintf(x->drafter, sizeof x->drafter, "%s", c0->drafter);
         snprintf(x->workload, sizeof x->workload, "%s", c0->workload);
         double sum[SIM_MAX_POS] = {0}, al = 0, ar = 0;
-        int cnt[SIM_MAX_POS] = {0}, nal = 0, nar = 0, runs = 0;
+        int cnt[SIM_MAX_POS] = {0}, nal = 0, nar = 0, runs = 0, bad = 0;
         char concs[200] = "";
         for (int j = 0; j < nc; j++) {
             const sim_sweep_cell *c = &cells[j];
@@ -225,6 +243,7 @@ int sim_accept_load_sweep(const char *dir, const char *drafter, sim_accept **out
             if (!isnan(c->al)) { al += c->al * c->n_rep; nal += c->n_rep; }
             if (!isnan(c->ar)) { ar += c->ar * c->n_rep; nar += c->n_rep; }
             runs += c->n_rep;
+            bad += c->n_bad;
             size_t o = strlen(concs);
             snprintf(concs + o, sizeof concs - o, "%s%d", o ? "," : "", c->conc);
         }
@@ -234,8 +253,8 @@ int sim_accept_load_sweep(const char *dir, const char *drafter, sim_accept **out
         snprintf(what, sizeof what, "%.200s: %s on %s", dir, x->drafter, x->workload);
         if (check_rates(x, 0, what, err, errlen)) { free(a); free(cells); return -1; }
         sim_accept_fit_fill(x, deep, nal ? al / nal : NAN, nar ? ar / nar : NAN);
-        snprintf(x->source, sizeof x->source, "%.300s: %s on %s at depth %d (concurrency %s, %d run(s))", dir,
-                 x->drafter, x->workload, deep, concs, runs);
+        snprintf(x->source, sizeof x->source, "%.300s: %s on %s at depth %d (concurrency %s, %d run(s)%s)", dir,
+                 x->drafter, x->workload, deep, concs, runs, bad ? "; runs with failed requests left out" : "");
     }
     free(cells);
     if (!k) {

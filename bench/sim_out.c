@@ -198,7 +198,53 @@ static int has_depth0(const sim_grid *g) {
     return 0;
 }
 
+int sim_default_objective(const sim_load *loads, int n_loads, int any_slo, double slo_ttft_ms, double slo_tpot_ms,
+                          char *why, size_t whylen) {
+    if (any_slo) {
+        char t[64] = "", p[64] = "";
+        if (slo_ttft_ms > 0) snprintf(t, sizeof t, "TTFT <= %g ms", slo_ttft_ms);
+        if (slo_tpot_ms > 0) snprintf(p, sizeof p, "TPOT <= %g ms", slo_tpot_ms);
+        snprintf(why, whylen, "the default with an SLO: requests per second meeting %s%s%s", t, t[0] && p[0] ? " and " : "", p);
+        return SIM_M_GOODPUT;
+    }
+    int open = 0;
+    for (int l = 0; l < n_loads; l++) {
+        if (loads[l].kind == SIM_LOAD_RATE) open = 1;
+        if (loads[l].kind == SIM_LOAD_PROFILE)
+            for (int k = 0; k < loads[l].profile.n; k++) open |= loads[l].profile.ph[k].rate > 0;
+    }
+    if (open) {
+        snprintf(why, whylen, "the default under an open-loop rate without an SLO: a server that keeps up serves the "
+                 "offered load at every depth, so throughput cannot rank depths and latency does");
+        return SIM_M_MEAN_TPOT;
+    }
+    snprintf(why, whylen, "the default in a closed loop: the clients send as fast as the server answers, so throughput "
+             "is what a depth changes");
+    return SIM_M_OUT_TPUT;
+}
+
 /* ---- markdown ---- */
+
+/* Decimals for a table value: 3 significant digits, at least, and never an
+ * exponent (16560 is "16560", not "1.656e+04"). */
+static int decimals(double v) {
+    double a = fabs(v);
+    return a >= 100 || a == 0 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : a >= 0.1 ? 3 : 4;
+}
+
+static void md_val(strbuf *b, double v) {
+    if (isnan(v)) strbuf_printf(b, "—");
+    else strbuf_printf(b, "%.*f", decimals(v), v);
+}
+
+/* " v |", or " v ± h |" (h at v's decimals) when with_half */
+static void md_cell(strbuf *b, const sim_cell *C, int m, int with_half) {
+    strbuf_printf(b, " ");
+    md_val(b, C->mean[m]);
+    if (with_half && !isnan(C->mean[m]) && !isnan(C->hi[m]))
+        strbuf_printf(b, " ± %.*f", decimals(C->mean[m]), (C->hi[m] - C->lo[m]) / 2);
+    strbuf_printf(b, " |");
+}
 
 static void md_num(strbuf *b, double v, const char *fmt) {
     if (isnan(v)) strbuf_printf(b, " — |");
@@ -226,17 +272,23 @@ char *sim_grid_markdown(const sim_grid *g) {
                     const sim_cell *C = &g->cells[sim_grid_at(g, s, r, l, d)];
                     const char *mark = d == D->best ? "**" : "";
                     strbuf_printf(&b, "| %d | %s | %s%d%s |", g->replicas[r], g->loads[l].label, mark, g->depths[d], mark);
-                    md_num(&b, C->mean[SIM_M_REQ_TPUT], "%.3g");
-                    if (g->objective == SIM_M_OUT_TPUT)
-                        strbuf_printf(&b, " %.4g ± %.2g |", C->mean[SIM_M_OUT_TPUT], (C->hi[SIM_M_OUT_TPUT] - C->lo[SIM_M_OUT_TPUT]) / 2);
-                    else md_num(&b, C->mean[SIM_M_OUT_TPUT], "%.4g");
-                    strbuf_printf(&b, " %.3g / %.3g | %.3g / %.3g |", C->mean[SIM_M_MEAN_TTFT], C->mean[SIM_M_P99_TTFT],
-                                  C->mean[SIM_M_MEAN_TPOT], C->mean[SIM_M_P99_TPOT]);
-                    md_num(&b, C->mean[SIM_M_MEAN_ITL], "%.3g");
-                    md_num(&b, C->mean[SIM_M_P99_E2EL], "%.4g");
-                    if (g->objective == SIM_M_GOODPUT)
-                        strbuf_printf(&b, " %.4g ± %.2g |", C->mean[SIM_M_GOODPUT], (C->hi[SIM_M_GOODPUT] - C->lo[SIM_M_GOODPUT]) / 2);
-                    else md_num(&b, C->mean[SIM_M_GOODPUT], "%.4g");
+                    /* the objective's column carries its interval half-width */
+                    md_cell(&b, C, SIM_M_REQ_TPUT, g->objective == SIM_M_REQ_TPUT);
+                    md_cell(&b, C, SIM_M_OUT_TPUT, g->objective == SIM_M_OUT_TPUT);
+                    const int pairs[2][2] = {{SIM_M_MEAN_TTFT, SIM_M_P99_TTFT}, {SIM_M_MEAN_TPOT, SIM_M_P99_TPOT}};
+                    for (int k = 0; k < 2; k++) {
+                        strbuf_printf(&b, " ");
+                        md_val(&b, C->mean[pairs[k][0]]);
+                        if (g->objective == pairs[k][0] && !isnan(C->hi[pairs[k][0]]))
+                            strbuf_printf(&b, " ± %.*f", decimals(C->mean[pairs[k][0]]),
+                                          (C->hi[pairs[k][0]] - C->lo[pairs[k][0]]) / 2);
+                        strbuf_printf(&b, " / ");
+                        md_val(&b, C->mean[pairs[k][1]]);
+                        strbuf_printf(&b, " |");
+                    }
+                    md_cell(&b, C, SIM_M_MEAN_ITL, g->objective == SIM_M_MEAN_ITL);
+                    md_cell(&b, C, SIM_M_P99_E2EL, g->objective == SIM_M_P99_E2EL);
+                    md_cell(&b, C, SIM_M_GOODPUT, g->objective == SIM_M_GOODPUT);
                     md_num(&b, C->mean[SIM_M_ACCEPT_LEN], "%.3f");
                     strbuf_printf(&b, "\n");
                 }
@@ -244,8 +296,9 @@ char *sim_grid_markdown(const sim_grid *g) {
         strbuf_printf(&b, "\n");
     }
     strbuf_printf(&b, "### Decision per load (objective: %s, %s; bold above = best mean; recommended = the shallowest "
-                      "depth within the best's 95%% interval over %d seeded repeat(s))\n\n", obj,
-                  lower_better(g->objective) ? "minimised" : "maximised", g->repeats);
+                      "depth within the best's 95%% interval over %d seeded repeat(s))\n\nObjective %s: %s.\n\n", obj,
+                  lower_better(g->objective) ? "minimised" : "maximised", g->repeats, obj,
+                  g->objective_why ? g->objective_why : "given");
     strbuf_printf(&b, "| drafter | workload | replicas | load | best depth | %s | recommended | depth 0 within best | gain vs off |\n", obj);
     strbuf_printf(&b, "|---|---|---:|---|---:|---|---:|---|---:|\n");
     for (int s = 0; s < g->n_sets; s++)
@@ -254,10 +307,11 @@ char *sim_grid_markdown(const sim_grid *g) {
                 const sim_decision *D = dec_at(g, s, r, l);
                 if (D->best < 0) continue;
                 const sim_cell *C = &g->cells[sim_grid_at(g, s, r, l, D->best)];
-                strbuf_printf(&b, "| %s | %s | %d | %s | %d | %.4g [%.4g, %.4g] | **%d** | %s |", g->sets[s].drafter,
-                              g->sets[s].workload, g->replicas[r], g->loads[l].label, g->depths[D->best],
-                              C->mean[g->objective], C->lo[g->objective], C->hi[g->objective], g->depths[D->recommended],
-                              has_depth0(g) ? (D->off_within ? "yes" : "no") : "not simulated");
+                int dd = decimals(C->mean[g->objective]);
+                strbuf_printf(&b, "| %s | %s | %d | %s | %d | %.*f [%.*f, %.*f] | **%d** | %s |", g->sets[s].drafter,
+                              g->sets[s].workload, g->replicas[r], g->loads[l].label, g->depths[D->best], dd,
+                              C->mean[g->objective], dd, C->lo[g->objective], dd, C->hi[g->objective],
+                              g->depths[D->recommended], has_depth0(g) ? (D->off_within ? "yes" : "no") : "not simulated");
                 md_num(&b, D->gain, "%.3fx");
                 strbuf_printf(&b, "\n");
             }
@@ -364,6 +418,7 @@ static cJSON *grid_json(const sim_grid *g) {
     cJSON_AddNumberToObject(cfg, "seed", (double)b->seed);
     cJSON_AddNumberToObject(cfg, "repeats", g->repeats);
     cJSON_AddStringToObject(cfg, "objective", SIM_METRIC_NAMES[g->objective]);
+    if (g->objective_why) cJSON_AddStringToObject(cfg, "objective_why", g->objective_why);
     cJSON_AddNumberToObject(cfg, "wall_seconds", g->wall_s);
     cJSON_AddNumberToObject(cfg, "simulated_requests", (double)g->sim_requests);
 

@@ -22,6 +22,8 @@
 #include "httpc.h"
 #include "proc_launch.h"
 #include "load_cli.h"
+#include "launch_off.h"
+#include "machine.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -59,6 +61,9 @@ typedef struct {
     uint64_t order_seed;
     int warmup;                     /* warm-up requests per visit (not recorded) */
     double budget_s;                /* 0 = none */
+    int port_base;                  /* 0 = any free port */
+    char off_buf[8192];             /* the derived speculation-off template */
+    char off_removed[2048];         /* the words taken out of --launch for it */
     const char *out;
     char wbuf[2048], dbuf[1024];
 } sweep_opts;
@@ -72,13 +77,31 @@ static void help(FILE *f) {
         "cold, in depth order), then --repeats passes that each visit every arm once in\n"
         "a shuffled order: launch, warm-up, the load for every workload × concurrency,\n"
         "stop. Stores every run under DIR (runs.csv, sweep.json, one directory per run).\n"
-        "Then: specbed report DIR.\n"
+        "Exits 1 when a launch failed or a run had failed requests or completed none\n"
+        "(the summary line counts each). Then: specbed report DIR.\n"
         "\n"
+        "Launch templates, one per engine ({port} is required; specbed picks the port):\n"
+        "  specbed serve --model M --drafter {drafter} {drafter_args} --depth {depth} --port {port}\n"
+        "  vllm serve M --port {port} --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":{depth},\"prompt_lookup_max\":4}'\n"
+        "  python -m sglang.launch_server --model-path M --port {port} --speculative-algorithm EAGLE\n"
+        "      --speculative-draft-model-path D --speculative-num-steps {depth} --speculative-eagle-topk 1\n"
+        "      (with top-k 1 SGLang makes --speculative-num-draft-tokens steps + 1 itself)\n"
+        "  llama-server -m M.gguf -md D.gguf --draft-max {depth} --draft-min 0 --port {port}\n"
+        "Speculation off (depth 0): --launch-off CMD, or by default --launch with its\n"
+        "speculation flags removed: specbed's --drafter/--depth/--draft-model/--ngram-*/\n"
+        "--verify-schedule/--p-min/--adaptive-alpha/--cost-table, vLLM's\n"
+        "--speculative-config (and its older --speculative-*/--num-speculative-tokens),\n"
+        "SGLang's --speculative-*, llama-server's -md/--model-draft/--draft-*/--spec-type/\n"
+        "--spec-draft-*/-ngld/... and {drafter_args}. A template that still names {depth}\n"
+        "or {drafter} after that is refused at once (give --launch-off). The derived\n"
+        "command is printed and kept in sweep.json (launch_off_derived).\n"
+        "\n"
+        "Sweep options:\n"
         "  --launch CMD          server command; placeholders {port}, {depth}, {drafter},\n"
         "                        {drafter_args}\n"
-        "  --launch-off CMD      command for depth 0 (speculation off); default: --launch\n"
-        "                        with {depth} = 0 and {drafter} = none (specbed serve takes\n"
-        "                        --depth 1..16, so give it --launch-off without a drafter)\n"
+        "  --launch-off CMD      command for depth 0 (default: derived from --launch, above)\n"
+        "  --port-base P         launch on the first free port from P up (P .. P+99);\n"
+        "                        default: any free port\n"
         "  --depths LIST         e.g. 0,1,2,4 or 0-7 (0 = speculation off)\n"
         "  --workloads LIST      workload names or files, e.g. code,prose\n"
         "  --concurrency LIST    closed-loop concurrencies, e.g. 1,8\n"
@@ -93,7 +116,7 @@ static void help(FILE *f) {
         "  --budget S            seconds for the whole sweep: after each repeat, cut the\n"
         "                        prompts per run (down to 2 x concurrency, at least 4),\n"
         "                        then drop repeats, to fit; sweep.json and the report say\n"
-        "                        what was given up\n"
+        "                        what was given up (default: no budget)\n"
         "  --num-prompts N       requests per run (default 4 × concurrency, at least 8)\n"
         "  --max-tokens N        output tokens per request (default: the row's, else 128)\n"
         "  --no-canary           skip the canary on each launch\n"
@@ -106,19 +129,45 @@ static void help(FILE *f) {
         "                        corruption), accept-length threshold halfway from 1 to\n"
         "                        the lowest judged interval of the drafter's previous depth\n"
         "                        (E(k) never falls with k) when that launch's content was\n"
-        "                        clean; none; or a DIR of clean runs for every threshold\n"
+        "                        clean; none (default without depth 0); or a DIR of clean\n"
+        "                        runs for every threshold\n"
         "  --boot-timeout S      seconds to wait for /health (default 300)\n"
-        "  --block-size N        the depth dspark_block_size would impose (default 5)\n"
+        "  --block-size N        the depth dspark_block_size would impose, compared in the\n"
+        "                        report when a dspark drafter is swept (default 5)\n"
         "  --drafter-config F    read dspark_block_size / block_size from a checkpoint config\n"
         "  --cost-table F        cost table for the report (specbed profile JSON or\n"
-        "                        bench_engine CSV); recorded in sweep.json\n"
+        "                        bench_engine CSV); recorded in sweep.json (default: none)\n"
         "  --profile-cmd CMD     measure a cost table per drafter before the sweep, e.g.\n"
         "                        \"specbed profile --model M --drafter {drafter} {drafter_args}\n"
         "                        --out {out}\" ({drafter} = none for depth 0); recorded in\n"
-        "                        sweep.json, read by the report\n"
+        "                        sweep.json, read by the report (default: none)\n"
+        "  --out DIR             where the sweep goes (required)\n"
         "\n"
-        "Load options for every run (--url is set per launch; --workload is --workloads):\n%s",
-        LOAD_CLI_HELP);
+        "Request options for every run (as `specbed load`; each run is a closed loop at\n"
+        "one --concurrency, its URL set per launch):\n"
+        "  --endpoint E          completions (default) or chat\n"
+        "  --model NAME          model field of requests (default: first id of /v1/models)\n"
+        "  --api-key KEY         sent as Authorization: Bearer KEY\n"
+        "  --temperature T       default 0 (greedy)\n"
+        "  --top-p P             nucleus sampling mass in (0, 1] (default 1: not sent)\n"
+        "  --seed S              request seed and prompt-order shuffle (default 0; repeat r\n"
+        "                        uses S + r)\n"
+        "  --no-shuffle          send prompts in file order\n"
+        "  --ignore-eos          ask the server to ignore end-of-text\n"
+        "  --interval S          metrics interval in seconds (default 5)\n"
+        "  --metrics-source K    auto (default), specbed, vllm, llamacpp, sglang, none\n"
+        "  --logprobs N          ask for N top logprobs per token (default: none)\n"
+        "  --request-timeout S   per request (default 600)\n"
+        "  --percentiles LIST    default 50,90,99\n"
+        "  --goodput SLOS        e.g. ttft:500,tpot:50,e2el:10000 (ms; default: none)\n");
+}
+
+/* load options that make no sense per sweep run (the sweep sets the traffic shape) */
+static int refused_load_opt(const char *a) {
+    static const char *const NO[] = {"--rate", "--burstiness", "--max-concurrency", "--profile", "--duration",
+                                     "--spec-depth", "--sglang-log", "--quiet"};
+    for (size_t k = 0; k < sizeof NO / sizeof *NO; k++) if (!strcmp(a, NO[k])) return 1;
+    return 0;
 }
 
 /* Finds "dspark_block_size" (preferred) or "block_size" anywhere in a JSON tree. */
@@ -217,7 +266,9 @@ static int loadavg(char *out, size_t n) {
 static cJSON *manifest(const sweep_opts *o) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "launch", o->launch);
-    if (o->launch_off) cJSON_AddStringToObject(j, "launch_off", o->launch_off);
+    if (o->launch_off) cJSON_AddStringToObject(j, o->off_buf[0] ? "launch_off_derived" : "launch_off", o->launch_off);
+    if (o->off_buf[0]) cJSON_AddStringToObject(j, "launch_off_removed", o->off_removed);
+    if (o->port_base) cJSON_AddNumberToObject(j, "port_base", o->port_base);
     cJSON *a = cJSON_AddArrayToObject(j, "depths");
     for (int i = 0; i < o->n_depths; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(o->depths[i]));
     a = cJSON_AddArrayToObject(j, "workloads");
@@ -248,6 +299,9 @@ static cJSON *manifest(const sweep_opts *o) {
     cJSON_AddStringToObject(j, "started", d);
     char la[128];
     if (!loadavg(la, sizeof la)) cJSON_AddStringToObject(j, "loadavg_start", la);
+    machine_info mi;
+    machine_probe(&mi);
+    cJSON_AddItemToObject(j, "machine", machine_json(&mi));
     cJSON_AddArrayToObject(j, "launches");
     return j;
 }
@@ -267,6 +321,8 @@ typedef struct {
     cJSON *man, *launches;
     double t0;
     int n_runs, n_fail_launch, n_canary_fail;
+    int n_run_err, n_run_failed_req, n_run_empty;   /* runs that errored, had failed requests, completed none */
+    char server_kernels[64];        /* what the first launched server said of its kernels, "" none */
     /* canary calibration state (auto): the depth-0 canary's directory, and
      * per drafter the lowest judged-interval accept length of its previous
      * (shallower) launch whose content checks were clean. E(k) does not
@@ -294,7 +350,7 @@ static int launch(sw_state *S, const sw_arm *a, const char *logname, proc *s, cJ
     int port;
     const char *tmpl = a->depth == 0 && o->launch_off ? o->launch_off : o->launch;
     memset(s, 0, sizeof *s);
-    if (proc_free_port(&port, err, sizeof err) ||
+    if (proc_pick_port(o->port_base, &port, err, sizeof err) ||
         proc_expand(tmpl, port, a->depth, a->drafter, drafter_args(o, a->drafter), cmd, sizeof cmd)) {
         fprintf(stderr, "sweep: %s: cannot prepare the launch command\n", a->label);
         cJSON_AddStringToObject(L, "error", "cannot prepare the launch command");
@@ -315,6 +371,16 @@ static int launch(sw_state *S, const sw_arm *a, const char *logname, proc *s, cJ
         return -1;
     }
     cJSON_AddNumberToObject(L, "boot_s", http_now() - tl);
+    /* the server's own word on its kernels (specbed serve's startup line); other engines: unknown */
+    char kern[64];
+    if (!machine_server_kernels(proc_log_tail(s, 4000), kern, sizeof kern)) {
+        cJSON_AddStringToObject(L, "server_kernels", kern);
+        if (!S->server_kernels[0]) {
+            snprintf(S->server_kernels, sizeof S->server_kernels, "%s", kern);
+            cJSON *m = cJSON_GetObjectItemCaseSensitive(S->man, "machine");
+            if (m) cJSON_AddStringToObject(m, "server_kernels", kern);
+        }
+    }
     return 0;
 }
 
@@ -436,7 +502,8 @@ static void visit_runs(sw_state *S, const sw_arm *a, int rep, double scale, cons
             snprintf(rdir, sizeof rdir, "%s/%s", o->out, rel);
             ld_result *res;
             if (ld_run(&c, &res, err, sizeof err)) {
-                fprintf(stderr, "sweep: %s: %s\n", rel, err);
+                fprintf(stderr, "sweep: %s: run failed: %s\n", rel, err);
+                S->n_run_err++;
                 continue;
             }
             if (ld_write_outputs(rdir, &c, res, &o->lo.pcts, err, sizeof err)) fprintf(stderr, "sweep: %s: %s\n", rel, err);
@@ -471,6 +538,17 @@ static void visit_runs(sw_state *S, const sw_arm *a, int rep, double scale, cons
             fprintf(stderr, "sweep: %-34s decode %8.1f tok/s  e2e %7.1f  accept len %s%.2f  rep4 %.2f  failed %d\n", rel,
                     extra[0], extra[1], cJSON_IsNumber(al) ? "" : "n/a ", cJSON_IsNumber(al) ? al->valuedouble : 0.0,
                     extra[2], cJSON_IsNumber(fl) ? (int)fl->valuedouble : -1);
+            const cJSON *cp = cJSON_GetObjectItemCaseSensitive(sm, "completed");
+            int n_failed = cJSON_IsNumber(fl) ? (int)fl->valuedouble : 0, n_done = cJSON_IsNumber(cp) ? (int)cp->valuedouble : 0;
+            if (n_done == 0) {
+                S->n_run_empty++;
+                fprintf(stderr, "sweep: %s: FAILED: completed 0 of %d requests (see %s/requests.csv)\n", rel,
+                        c.num_prompts, rdir);
+            } else if (n_failed > 0) {
+                S->n_run_failed_req++;
+                fprintf(stderr, "sweep: %s: FAILED: %d of %d requests failed (see %s/requests.csv)\n", rel, n_failed,
+                        n_failed + n_done, rdir);
+            }
             cJSON_Delete(sm);
             ld_result_free(res);
             S->n_runs++;
@@ -720,15 +798,25 @@ static int run_sweep(sweep_opts *o) {
     cJSON_AddNumberToObject(S.man, "repeats_completed", done_reps);
     cJSON_AddNumberToObject(S.man, "prompt_scale_final", scale);
     cJSON_AddNumberToObject(S.man, "prompt_scale_lowest", lowest_scale);
+    cJSON *fj = cJSON_AddObjectToObject(S.man, "failures");
+    cJSON_AddNumberToObject(fj, "launches", S.n_fail_launch);
+    cJSON_AddNumberToObject(fj, "runs_not_run", S.n_run_err);
+    cJSON_AddNumberToObject(fj, "runs_with_failed_requests", S.n_run_failed_req);
+    cJSON_AddNumberToObject(fj, "runs_completed_none", S.n_run_empty);
     char la[128];
     if (!loadavg(la, sizeof la)) cJSON_AddStringToObject(S.man, "loadavg_end", la);
     save_manifest(&S);
     cJSON_Delete(S.man);
     for (int i = 0; i < o->n_workloads; i++) workload_free(S.wls[i]);
-    fprintf(stderr, "sweep: %d run(s), %d complete repeat(s) in %.0f s; %d launch(es) failed; %d canary failure(s); "
-            "results in %s\n", S.n_runs, done_reps, http_now() - S.t0, S.n_fail_launch, S.n_canary_fail, o->out);
-    fprintf(stderr, "sweep: next: specbed report %s\n", o->out);
-    return S.n_runs ? (S.n_fail_launch ? 1 : 0) : 1;
+    int n_bad = S.n_run_err + S.n_run_failed_req + S.n_run_empty;
+    fprintf(stderr, "sweep: %d run(s), %d complete repeat(s) in %.0f s; %d launch(es) failed; %d run(s) failed (%d could "
+            "not run, %d with failed requests, %d completed none); %d canary failure(s); results in %s\n",
+            S.n_runs + S.n_run_err, done_reps, http_now() - S.t0, S.n_fail_launch, n_bad, S.n_run_err,
+            S.n_run_failed_req, S.n_run_empty, S.n_canary_fail, o->out);
+    fprintf(stderr, "sweep: next: specbed report %s%s\n", o->out,
+            S.n_fail_launch || n_bad ? " (it names the cells that are missing or failed and decides none of them)" : "");
+    /* a sweep with a failed launch or run is not a success, whatever else it measured */
+    return S.n_runs && !S.n_fail_launch && !n_bad ? 0 : 1;
 }
 
 int cmd_sweep(int argc, char **argv) {
@@ -781,6 +869,12 @@ int cmd_sweep(int argc, char **argv) {
         else if (!strcmp(a, "--block-size")) { VAL(); if (opt_int("sweep", a, v, 1, 64, &o.block_size)) return 2; bs_set = 1; }
         else if (!strcmp(a, "--drafter-config")) { VAL(); dcfg = v; }
         else if (!strcmp(a, "--cost-table")) { VAL(); o.cost_table = v; }
+        else if (!strcmp(a, "--port-base")) { VAL(); if (opt_int("sweep", a, v, 1024, 65535, &o.port_base)) return 2; }
+        else if (refused_load_opt(a)) {
+            fprintf(stderr, "sweep: %s is not a sweep option: each run is a closed loop at one --concurrency on the "
+                    "launch's own depth (see specbed sweep --help)\n", a);
+            return 2;
+        }
         else if (!strcmp(a, "--workload") || !strcmp(a, "--url")) {
             fprintf(stderr, "sweep: use --workloads (a list); the URL is set per launch\n");
             return 2;
@@ -796,9 +890,25 @@ int cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "sweep: --launch, --depths, --workloads, --concurrency and --out are required (see --help)\n");
         return 2;
     }
-    if (!strstr(o.launch, "{port}")) { fprintf(stderr, "sweep: --launch needs a {port} placeholder\n"); return 2; }
+    char perr[1024];
+    if (proc_template_check(o.launch, "--launch", perr, sizeof perr) ||
+        (o.launch_off && proc_template_check(o.launch_off, "--launch-off", perr, sizeof perr))) {
+        fprintf(stderr, "sweep: %s\n", perr);
+        return 2;
+    }
     int has_nonzero = 0, has_zero = 0;
     for (int i = 0; i < o.n_depths; i++) { has_nonzero |= o.depths[i] > 0; has_zero |= o.depths[i] == 0; }
+    if (has_zero && !o.launch_off) {
+        /* --depth 0 is not speculation off for every server (specbed serve refuses it): take the flags out */
+        if (launch_off_derive(o.launch, o.off_buf, sizeof o.off_buf, o.off_removed, sizeof o.off_removed, perr,
+                              sizeof perr)) {
+            fprintf(stderr, "sweep: %s\n", perr);
+            return 2;
+        }
+        o.launch_off = o.off_buf;
+        fprintf(stderr, "sweep: speculation off (depth 0) launches: %s\nsweep:   (removed from --launch: %s; "
+                "--launch-off CMD to choose)\n", o.launch_off, o.off_removed);
+    }
     if (has_nonzero && !strstr(o.launch, "{depth}")) {
         fprintf(stderr, "sweep: --launch needs a {depth} placeholder\n");
         return 2;

@@ -12,12 +12,13 @@
 #   3. the reports: 95% intervals, the decision per cell (a depth only when
 #      its gain over speculation off excludes 1), predicted vs measured.
 # Prints progress with the time left, where the reports are, and the
-# decision per drafter, workload and concurrency. Budget: under 10 minutes on
+# decision per drafter, workload and concurrency. Exits 1 when a sweep had a
+# failed launch or run (the reports still come, naming those cells). Budget: under 10 minutes on
 # 2 cores (build included when it is incremental).
 #
 # Knobs (environment): DRAFTERS (default: every drafter whose weights are
 # present: ngram, draft, mtp, dspark), DEPTHS (0,1,2,3,5,7), CONCURRENCY (1,4),
-# REPEATS (3), BUDGET (seconds for the greedy sweep, 430), MAX_TOKENS (96),
+# REPEATS (5), BUDGET (seconds for the greedy sweep, 430), MAX_TOKENS (96),
 # NUM_PROMPTS (default 4 x concurrency, at least 8), CANARY_S (2),
 # ORDER_SEED (1), SAMPLED (1; 0 skips the sampled arm), OUT (results/quickstart).
 set -euo pipefail
@@ -64,7 +65,8 @@ rm -rf "$OUT" "$OUT-sampled"
 mkdir -p "$(dirname "$OUT")"
 cd "$ROOT"
 LAUNCH="$BIN serve --model $MODEL --drafter {drafter} {drafter_args} --depth {depth} --port {port}"
-LAUNCH_OFF="$BIN serve --model $MODEL --port {port}"
+# Speculation off (depth 0): sweep derives it from LAUNCH by dropping the
+# drafter and depth flags (serve refuses --depth 0); it prints the command.
 PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 256 --reps 9"
 NP=()
 [ -n "${NUM_PROMPTS:-}" ] && NP=(--num-prompts "$NUM_PROMPTS")
@@ -72,7 +74,7 @@ echo "quickstart: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >
 echo "quickstart: greedy sweep: depths $DEPTHS, drafters '$DRAFTERS', code and prose, concurrency $CONCURRENCY," \
      "$REPEATS repeats, budget ${BUDGET}s" >&2
 set +e
-"$BIN" sweep --launch "$LAUNCH" --launch-off "$LAUNCH_OFF" --profile-cmd "$PROFILE" \
+"$BIN" sweep --launch "$LAUNCH" --profile-cmd "$PROFILE" \
   --drafters "$(echo "$DRAFTERS" | tr ' ' ',')" "${ARGS[@]}" \
   --depths "$DEPTHS" --workloads code,prose --concurrency "$CONCURRENCY" \
   --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" --budget "$BUDGET" "${NP[@]}" \
@@ -80,17 +82,23 @@ set +e
 rc=$?
 set -e
 [ -s "$OUT/runs.csv" ] || { echo "quickstart: the sweep recorded no runs (exit $rc)" >&2; exit 1; }
+# the sweep exits 1 when a launch or a run failed; the report names those cells and decides none of them
+[ "$rc" = 0 ] || echo "quickstart: WARNING: the greedy sweep exited $rc (a launch or a run failed: its summary line" \
+  "above says which); the report leaves those cells out" >&2
 
 if [ "${SAMPLED:-1}" = 1 ] && [ -n "$DRAFT_MODEL" ]; then
   echo "quickstart: sampled arm: draft drafter, temperature 0.8, depths 0,1,3, $REPEATS repeats" \
        "(elapsed $(( $(date +%s) - T_START )) s)" >&2
   set +e
-  "$BIN" sweep --launch "$LAUNCH" --launch-off "$LAUNCH_OFF" --profile-cmd "$PROFILE" \
+  "$BIN" sweep --launch "$LAUNCH" --profile-cmd "$PROFILE" \
     --drafters draft --drafter-args "draft=--draft-model $DRAFT_MODEL" "${BLOCK[@]}" \
     --depths 0,1,3 --workloads code,prose --concurrency 1 --repeats "$REPEATS" --order-seed "${ORDER_SEED:-1}" \
     --temperature 0.8 --seed 7 --budget 100 --max-tokens "${MAX_TOKENS:-96}" --canary-duration "${CANARY_S:-2}" \
     --interval 1 --out "$OUT-sampled"
+  rc2=$?
   set -e
+  [ "$rc2" = 0 ] || echo "quickstart: WARNING: the sampled sweep exited $rc2 (see its summary line above)" >&2
+  [ "$rc" = 0 ] && rc=$rc2
 fi
 
 "$BIN" report "$OUT"
@@ -98,4 +106,4 @@ fi
 echo "quickstart: load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - T_START )) s in all" >&2
 echo "quickstart: report in $OUT/report/report.md (figures beside it)" >&2
 [ -s "$OUT-sampled/report/report.md" ] && echo "quickstart: sampled arm: $OUT-sampled/report/report.md" >&2
-exit 0
+exit "$rc"

@@ -43,6 +43,27 @@ grep -q '^| replicas | load | depth |' "$WORK/a.txt" && grep -q '^### Decision p
   fail "stdout has no markdown tables"
 grep -Eq 'speculation (stops paying at|pays at every load simulated)' "$WORK/a.txt" || fail "stdout does not say where speculation stops paying"
 
+# an open-loop rate without an SLO is judged by latency, and the output says so (issue 37): there every
+# depth that keeps up serves the offered load, so by output throughput depth 0 was "within the best" at
+# every load and speculation "paid at: none" while the table showed TPOT falling. The decision must be
+# the table's own best (lowest mean TPOT) and numbers are printed without exponents.
+run --accept "$WORK/accept.json" --workloads code --cost-table "$WORK/cost.json" --depths 0-3 --rate 1,2 \
+    --duration 60 --repeats 3 --out "$WORK/o" >"$WORK/o.txt" 2>"$WORK/o.err" || fail "open loop exited $?: $(tail -3 "$WORK/o.err")"
+grep -Eq '"objective":[[:space:]]*"mean_tpot_ms"' "$WORK/o/simulate.json" || fail "open loop without an SLO is not judged by mean TPOT"
+grep -q 'Objective mean_tpot_ms: the default under an open-loop rate without an SLO' "$WORK/o.txt" ||
+  fail "the decisions do not say which objective they used and why"
+grep -q 'it pays at: r=1, r=2' "$WORK/o.txt" || fail "speculation does not pay where TPOT falls: $(grep 'pays' "$WORK/o.txt")"
+python3 - "$WORK/o/simulate.csv" "$WORK/o/simulate.json" <<'PY' || fail "a decision does not match the table's lowest mean TPOT"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for d in json.load(open(sys.argv[2]))["decisions"]:
+    cells = [r for r in rows if r["load"] == d["load"] and int(r["replicas"]) == d["replicas"]]
+    best = min(cells, key=lambda r: float(r["mean_tpot_ms"]))
+    assert int(best["depth"]) == d["best_depth"], (d, best["depth"])
+    assert d["best_depth"] > 0, d
+PY
+grep -Eq '[0-9]e[+-][0-9]' "$WORK/o.txt" && fail "a table number is printed with an exponent: $(grep -E '[0-9]e[+-][0-9]' "$WORK/o.txt" | head -2)"
+
 # --token-overhead-ms: at depth 0 a decode step commits one token per request, so 2 ms per token
 # adds exactly 2 ms to every step and to the mean TPOT (one client, nothing else in the batch);
 # the config records it
@@ -111,6 +132,28 @@ sed 's/,8,900,14,512,15,1.0,80,/,8,900,10,512,15,1.0,50,/' "$WORK/sweep/runs.csv
 run --sweep "$WORK/sweep4" --cost-table "$WORK/fast.json" --compare --think-ms auto --repeats 3 --out "$WORK/cmp4" \
     >"$WORK/cmp4.txt" 2>&1 || fail "--think-ms auto exited $?: $(tail -3 "$WORK/cmp4.txt")"
 grep -q 'c=1: 57.1 ms' "$WORK/cmp4/compare.md" || fail "client pause not 57.1 ms: $(grep 'think' "$WORK/cmp4/compare.md")"
+# runs.csv in the sweep's shuffled visit order, with a depth-3 run that completed nothing (its counters
+# still moved): --compare lists the cells sorted (speculation off first, then by depth), leaves the failed
+# cell out and says why; the acceptance comes from the deepest depth that measured something (2), not 3
+mkdir -p "$WORK/sweep5"
+cat >"$WORK/sweep5/runs.csv" <<EOF
+drafter,depth,workload,concurrency,repeat,dir,completed,failed,output_throughput,request_throughput,total_output_tokens,mean_ttft_ms,mean_tpot_ms,mean_e2el_ms,spec_decode_acceptance_length,spec_decode_acceptance_rate,pos_0,pos_1,pos_2
+ngram,2,$W,1,0,ngram-d2/x,8,0,1200,18,512,15,0.7,60,2.1,55,0.62,0.48,
+ngram,3,$W,1,0,ngram-d3/x,0,8,0,0,0,,,,3.7,90,0.95,0.9,0.85
+none,0,$W,1,0,none-d0/x,8,0,900,14,512,15,1.0,80,,,,,
+ngram,1,$W,1,0,ngram-d1/x,8,0,1000,16,512,15,0.8,70,1.6,60,0.6,,
+EOF
+run --sweep "$WORK/sweep5" --cost-table "$WORK/cost.json" --compare --repeats 2 --out "$WORK/cmp5" >"$WORK/cmp5.txt" 2>&1 ||
+  fail "--compare on sweep5 exited $?: $(tail -3 "$WORK/cmp5.txt")"
+[ "$(cut -d, -f1,2 "$WORK/cmp5/compare.csv" | tail -n +2 | tr '\n' ' ')" = '"none",0 "ngram",1 "ngram",2 ' ] ||
+  fail "compare.csv rows are not in a sorted order: $(cut -d, -f1,2 "$WORK/cmp5/compare.csv" | tr '\n' ' ')"
+grep -q 'ngram depth 3, .*c=1: left out, every run failed (repeat 0: 8 of 8 requests failed)' "$WORK/cmp5/compare.md" ||
+  fail "compare.md does not say the failed cell is left out and why"
+run --sweep "$WORK/sweep5" --cost-table "$WORK/cost.json" --depths 0-3 --rate 1 --duration 10 --repeats 1 --quiet \
+    --out "$WORK/s5" >"$WORK/s5.txt" 2>&1 || fail "--sweep sweep5 exited $?: $(tail -3 "$WORK/s5.txt")"
+grep -q 'ngram on [^ ]* at depth 2 ' "$WORK/s5/simulate.json" ||
+  fail "acceptance not from the deepest successful depth: $(grep -o '"source":[^,]*' "$WORK/s5/simulate.json" | head -2)"
+
 run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --step-overhead-ms auto --depths 0 --rate 1 \
     --duration 5 --quiet --out "$WORK/bad" >/dev/null 2>"$WORK/bad.err" && fail "--step-overhead-ms auto without --compare accepted"
 grep -q 'auto is for --compare' "$WORK/bad.err" || fail "auto overhead refusal unclear: $(cat "$WORK/bad.err")"
