@@ -85,7 +85,12 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
         else { fprintf(stderr, "%s: --endpoint '%s' must be completions or chat\n", cmd, v); return -1; }
     }
     else if (!strcmp(a, "--model")) { VAL(); c->model = v; }
-    else if (!strcmp(a, "--api-key")) { VAL(); c->api_key = v; }
+    else if (!strcmp(a, "--api-key")) {
+        VAL();
+        char e[256];
+        if (ld_api_key_check(v, e, sizeof e)) { fprintf(stderr, "%s: %s\n", cmd, e); return -1; }
+        c->api_key = v;
+    }
     else if (!strcmp(a, "--num-prompts")) { VAL(); if (opt_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
     else if (!strcmp(a, "--max-tokens")) { VAL(); if (opt_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
     else if (!strcmp(a, "--temperature")) { VAL(); if (opt_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
@@ -164,13 +169,23 @@ void load_print_summary(FILE *f, const load_cli *o, const ld_result *r) {
                           "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
                           "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
                           "max_output_tokens_per_s", "max_concurrent_requests",
-                          "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "spec_decode_num_drafts",
+                          "spec_decode_acceptance_length", "specbed_acceptance_length", "spec_decode_acceptance_rate",
+                          "spec_decode_num_drafts",
                           "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "specbed_num_intervals",
                           "specbed_min_interval_accept_length", "specbed_truncated_streams",
                           "specbed_metrics_scrapes_failed"};
+    /* counts as integers, everything else with three decimals */
+    static const char *const COUNTS[] = {"completed", "failed", "total_input_tokens", "total_output_tokens",
+                                         "max_concurrent_requests", "spec_decode_num_drafts", "spec_decode_draft_tokens",
+                                         "spec_decode_accepted_tokens", "specbed_num_intervals",
+                                         "specbed_truncated_streams", "specbed_metrics_scrapes_failed", NULL};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-        if (cJSON_IsNumber(v)) fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
+        if (!cJSON_IsNumber(v)) continue;
+        int count = 0;
+        for (int k = 0; COUNTS[k] && !count; k++) count = !strcmp(keys[i], COUNTS[k]);
+        if (count) fprintf(f, "%-40s %12.0f\n", keys[i], v->valuedouble);
+        else fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
     }
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rates");
     if (cJSON_GetArraySize(pp) > 0) {
@@ -240,6 +255,11 @@ int cmd_load(int argc, char **argv) {
                     "client drafted meanwhile. This is not a speculation-off run.\n",
                     isnan(res->ignored_drafts) ? 0.0 : res->ignored_drafts,
                     isnan(res->ignored_draft_tokens) ? 0.0 : res->ignored_draft_tokens);
+        if (res->spec_depth_unused)
+            fprintf(stderr, "load: WARNING: --spec-depth %d was sent, but %s. Is this server speculating at all?\n",
+                    o.c.spec_depth, res->spec_depth_unused == 1 ? "the server's draft counters did not move: nothing was "
+                    "drafted (no drafter, or \"spec_depth\" ignored)" : "nothing (no draft counters, no accept length) "
+                    "shows that the server drafted");
         if (res->n_scrapes_failed) {
             fprintf(stderr, "load: %d of %d /metrics scrape(s) failed (first: %s); the interval series has holes\n",
                     res->n_scrapes_failed, res->n_scrapes, res->scrape_error);

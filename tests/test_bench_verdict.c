@@ -287,7 +287,7 @@ static void test_multiple_reasons(void) {
     r = find(&v, CV_LOOP);
     CHECK(r && r->count == 1 && NEAR(r->observed, 0.9) && NEAR(r->threshold, 0.6));
     r = find(&v, CV_FLAT);
-    CHECK(r && r->count == 1 && r->of == 2 && NEAR(r->observed, 4.5) && NEAR(r->threshold, 3.0));
+    CHECK(r && r->count == 1 && r->of == 2 && NEAR(r->observed, 4.5) && NEAR(r->threshold, 4.0));
     CHECK(NEAR(v.first_flag_s, 4) && v.n_judged == 2 && v.n_clean == 1);
     char line[512];
     cv_reason_format(&v.reason[0], line, sizeof line);
