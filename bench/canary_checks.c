@@ -309,8 +309,7 @@ void cc_calibrate(const cc_observed *c, cc_thresholds *t, char *ex, size_t exl) 
         else SAY("punctuation spray: flag > %.3f (clean max %.3f)\n", t->spray, c->spray_max);
         if (isinf(t->loop)) SAY("trigram loop: DISABLED: the clean max %.3f + 0.1 is not below 1, the score's top (a "
                                 "share of repeated trigrams cannot exceed 1)\n", c->loop_max);
-        else SAY("trigram loop: flag > %.3f (clean max %.3f, loops its prompt's reference also makes excused)\n", t->loop,
-                 c->loop_max);
+        else SAY("trigram loop: flag > %.3f (clean max %.3f)\n", t->loop, c->loop_max);
     } else
         SAY("text checks: no clean texts; defaults kept\n");
     if (c->n_flat) {

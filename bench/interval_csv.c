@@ -2,6 +2,7 @@
 #include "interval_csv.h"
 #include "csv_row.h"
 #include "errmsg.h"
+#include "input_file.h"
 #include <csv.h>
 #include <errno.h>
 #include <math.h>
@@ -198,6 +199,9 @@ static void on_record(int c, void *ud) {
 int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
+    /* checked before reading (canary --intervals /dev/zero used to read
+     * without end: libcsv keeps a field that never ends in memory) */
+    if (input_file_check(path, IV_CSV_MAX_BYTES, "interval CSV", err, errlen)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
     struct csv_parser p;
@@ -208,11 +212,19 @@ int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errle
     char buf[65536];
     size_t k;
     int bad = 0;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+    size_t total = 0;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if ((total += k) > IV_CSV_MAX_BYTES) { bad = 2; break; }   /* a pipe: the same limit, counted */
         if (csv_parse(&p, buf, k, on_field, on_record, &d) != k) { bad = 1; break; }
+    }
     if (!bad) csv_fini(&p, on_field, on_record, &d);
     csv_free(&p);
     fclose(f);
+    if (bad == 2) {
+        free(d.rows);
+        return errf(err, errlen, "%s: more than the %u MiB an interval CSV may hold; stopped reading", path,
+                    IV_CSV_MAX_BYTES >> 20);
+    }
     if (bad || d.oom) { free(d.rows); return errf(err, errlen, "%s: not a valid CSV (%s)", path, bad ? csv_strerror(csv_error(&p)) : "out of memory"); }
     int has_accept = 0;
     for (int c = 0; c < d.ncol_hdr && c < NCOLS + IV_MAX_POS; c++) if (d.map[c] == 5) has_accept = 1;

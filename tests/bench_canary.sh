@@ -97,4 +97,14 @@ set +e
 "$BIN" canary --url http://127.0.0.1:9 --duration 1 --out "$WORK/c4" >/dev/null 2>&1; rc=$?
 set -e
 [ "$rc" = 2 ] || fail "canary against no server exited $rc (want 2)"
+[ ! -e "$WORK/c4" ] || fail "a canary that could not run left $WORK/c4 behind: $(ls -la "$WORK/c4")"
+# input limits are checked before anything is read: a device is refused at once
+set +e
+T 10 "$BIN" canary --intervals /dev/zero >"$WORK/zero.txt" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "not a regular file" "$WORK/zero.txt" || fail "canary --intervals /dev/zero exited $rc: $(cat "$WORK/zero.txt")"
+set +e
+T 10 "$BIN" load --url http://127.0.0.1:9 --workload /dev/zero >"$WORK/zero2.txt" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "not a regular file" "$WORK/zero2.txt" || fail "load --workload /dev/zero exited $rc: $(cat "$WORK/zero2.txt")"
 echo "bench_canary: ok"

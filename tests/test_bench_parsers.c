@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "input_file.h"
 #include "interval_csv.h"
 #include "metrics_sglang.h"
 #include "metrics_src.h"
@@ -549,6 +550,19 @@ static void test_workload(void) {
     CHECK(workload_parse(&w, "bad", "{\"prompt\": \"x\", \"max_tokens\": -3}\n", err, sizeof err) == -1 && strstr(err, "max_tokens"));
     CHECK(workload_parse(&w, "empty", "\n\n", err, sizeof err) == -1 && strstr(err, "no prompts"));
     CHECK(workload_load(&w, "no-such-workload-name", err, sizeof err) == -1 && strstr(err, "workloads/no-such-workload-name.jsonl"));
+    /* input limits before reading: a device at once, a regular file by its
+     * size (a sparse 65 MiB file: nothing of it is read) */
+    CHECKF(workload_load(&w, "/dev/zero", err, sizeof err) == -1 && strstr(err, "character device"), "%s", err);
+    char big[] = "/tmp/specbed_bigwl_XXXXXX";
+    int bfd = mkstemp(big);
+    CHECK(bfd >= 0 && !ftruncate(bfd, (off_t)WL_MAX_BYTES + 1));
+    if (bfd >= 0) close(bfd);
+    CHECKF(workload_load(&w, big, err, sizeof err) == -1 && strstr(err, "refused before reading"), "%s", err);
+    iv_row *rows;
+    int nrow;
+    CHECKF(iv_csv_read(big, &rows, &nrow, err, sizeof err) == -1 && strstr(err, "refused before reading"), "%s", err);
+    CHECKF(iv_csv_read("/dev/zero", &rows, &nrow, err, sizeof err) == -1 && strstr(err, "character device"), "%s", err);
+    unlink(big);
     char path[4096];
     /* a bare name resolves under workloads/ (cwd is the build dir; the exe's
      * parent holds workloads/) — when the build directory is inside the tree */
