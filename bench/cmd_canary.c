@@ -86,8 +86,18 @@ static void help(FILE *f) {
         "                        files are valid UTF-8 whatever the server sends (bytes that\n"
         "                        are not UTF-8 become U+FFFD, counted in KEY_invalid_utf8)\n"
         "\n"
-        "Load options (the canary forces --temperature 0; defaults --workload code,\n"
-        "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", CV_MIN_DRAFTS_DEFAULT, LOAD_CLI_HELP);
+        "Load options (the canary sends greedy requests, temperature 0, in prompt-set\n"
+        "order, as a bursty profile: 4 s at --burst, 2 s at 2, repeated for --duration,\n"
+        "unless --profile or --rate shapes it instead):\n", CV_MIN_DRAFTS_DEFAULT);
+    /* the canary's own --duration, --out and --sglang-log are listed above;
+     * it fixes temperature, top-p and order, and --concurrency has no effect
+     * on its profile (canary.c run_load) */
+    static const char *const omit[] = {"--duration", "--out", "--sglang-log", "--temperature", "--top-p",
+                                       "--no-shuffle", "--concurrency", NULL};
+    static const load_help_spec spec = {
+        .omit = omit, .workload = "default code", .interval_s = 2,
+        .num_prompts = "unlimited: as many as --duration allows", .max_tokens = "64"};
+    load_cli_help(f, &spec);
 }
 
 int cmd_canary(int argc, char **argv) {
