@@ -36,7 +36,7 @@
  *     context-free distribution): an item
  *     is over when its score exceeds the threshold; the run fails when any is.
  *
- * Three verdicts (DESIGN §8): fail when any check failed; otherwise
+ * Three verdicts: fail when any check failed; otherwise
  * INCONCLUSIVE when a check the run was asked to make could not be made
  * (cv_input.not_made: e.g. --spec-check on against a server that ignores
  * "spec_depth": 0, so the "spec-off" reference was speculative); otherwise

@@ -1,5 +1,5 @@
 /* interval.h — one row of the per-interval time series every metric source
- * produces (DESIGN §8): start, end, running requests, accept length,
+ * produces: start, end, running requests, accept length,
  * acceptance rate, per-position rates where available, throughput.
  * NaN marks a quantity the source does not report or that the interval
  * does not define (no verify steps → no accept length). */

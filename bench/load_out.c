@@ -330,6 +330,8 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddNumberToObject(j, "specbed_seed", (double)c->seed);
     cJSON_AddNumberToObject(j, "specbed_interval_s", c->interval_s);
     if (c->spec_depth >= 0) cJSON_AddNumberToObject(j, "specbed_spec_depth", c->spec_depth);
+    if (c->spec_depth > 0)   /* 1: the draft counters did not move; 2: nothing could show it drafted */
+        cJSON_AddNumberToObject(j, "specbed_spec_depth_unused", r->spec_depth_unused);
     if (c->spec_depth == 0) {
         cJSON_AddBoolToObject(j, "specbed_spec_depth_ignored", r->spec_depth_ignored);
         if (r->spec_depth_ignored) {

@@ -27,7 +27,7 @@
  * Π_{j≤i} α_j. Where the server also counts sequence verify steps and the
  * tokens they committed (specbed), those are used instead: accept length =
  * Δcommitted ÷ Δsteps and the per-position denominator is Δsteps, so steps
- * in which the drafter proposed nothing count too (DESIGN §4), and
+ * in which the drafter proposed nothing count too, and
  * 1 + Σ_i rate_i equals the measured accept length at the depth run.
  *
  * Ranks. A source that labels its series by rank (vLLM's engine="i";

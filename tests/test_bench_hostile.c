@@ -498,6 +498,11 @@ static void test_spec_depth_unused(void) {
     CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
     CHECKF(r && r->has_totals && r->spec_depth_unused == 1, "unused %d", r ? r->spec_depth_unused : -1);
     CHECK(r && strstr(r->note, "WARNING: --spec-depth 3") && strstr(r->note, "did not move"));
+    ld_pcts pc;
+    ld_pcts_parse("99", &pc, NULL, 0);
+    cJSON *j = r ? ld_summary_json(&c, r, &pc) : NULL;
+    CHECK(json_num(j, "specbed_spec_depth_unused") == 1);
+    cJSON_Delete(j);
     ld_result_free(r);
     hs_stop(&s);
     if (hs_start(&s, HS_HONORS_DEPTH)) { CHECK(0); return; }
