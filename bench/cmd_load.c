@@ -44,7 +44,7 @@
 #define H_TIMEOUT    "  --request-timeout S   per request (default 600)\n"
 #define H_PCTS       "  --percentiles LIST    default 50,90,99\n"
 #define H_GOODPUT    "  --goodput SLOS        e.g. ttft:500,tpot:50,e2el:10000 (ms)\n"
-#define H_OUT        "  --out DIR             where the CSV/JSON outputs go (default results/load-DATE)\n"
+#define H_OUT        "  --out DIR             where the CSV/JSON outputs go\n"
 #define H_QUIET      "  --quiet               no progress line\n"
 
 const char LOAD_CLI_HELP[] =
