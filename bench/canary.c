@@ -52,7 +52,9 @@ static int probe_set(cn_run *R, char *err, size_t errlen) {
     R->rows = malloc(sizeof(int) * (size_t)(R->wl->n ? R->wl->n : 1));
     R->ref = calloc((size_t)(n ? n : 1), sizeof *R->ref);
     R->said = calloc((size_t)(n ? n : 1), 1);
-    if (!R->rows || !R->ref || !R->said) return errf(err, errlen, "out of memory");
+    R->ref_loop = malloc(sizeof *R->ref_loop * (size_t)(n ? n : 1));
+    if (!R->rows || !R->ref || !R->said || !R->ref_loop) return errf(err, errlen, "out of memory");
+    for (int i = 0; i < n; i++) R->ref_loop[i] = NAN;
     for (int i = 0; i < R->wl->n; i++) R->rows[i] = i;
     ld_rng rng;
     ld_rng_seed(&rng, o->lo.c.seed);
@@ -128,6 +130,7 @@ static int reference_pass(cn_run *R, char *err, size_t errlen) {
     for (int k = 0; k < rr->n_req; k++)
         if (rr->req[k].ok && !R->ref[rr->req[k].item]) {
             R->ref[rr->req[k].item] = rr->req[k].text;   /* taken over from rr */
+            R->ref_loop[rr->req[k].item] = cc_loop(rr->req[k].text);
             rr->req[k].text = NULL;
             got++;
         }
@@ -160,6 +163,16 @@ static int check_text(cn_run *R, const ld_request *q, double t) {
     size_t at;
     int bad = cc_bad_chars(q->text, &at);
     double sp = cc_spray(q->text), lo = cc_loop(q->text);
+    /* A loop the prompt's reference output (spec off, or a quiet run, on the
+     * same server) also makes over the threshold is the model's own greedy
+     * loop — small models loop at temperature 0 — not something serving
+     * did: it counts as 0. A loop that appears only under load counts. */
+    double ref_lo = R->ref_loop[q->item];
+    R->n_loop_texts++;
+    if (lo > thr->loop && ref_lo > thr->loop) {
+        R->n_loop_excused++;
+        lo = 0;
+    }
     int stop = record(R, CV_BAD_CHARS, bad, t, q->idx);
     stop |= record(R, CV_SPRAY, sp, t, q->idx);
     stop |= record(R, CV_LOOP, lo, t, q->idx);
@@ -354,6 +367,14 @@ static int judge(cn_run *R, canary_result *res, char *err, size_t errlen) {
     }
     for (int i = 0; i < R->lr->n_iv; i++)
         if (cv_interval_flagged(&R->lr->iv[i], o->min_drafts, o->thr.accept_len)) interval_finding(R, i, &R->lr->iv[i]);
+    if (R->n_loop_excused)
+        cn_finding(&R->F, CN_NOTE, "note: %d of %d load text(s) loop above %.2f where their prompt's %s reference loops "
+                   "above it too: the model's own greedy loops, not counted against the loop check", R->n_loop_excused,
+                   R->n_loop_texts, o->thr.loop, R->ref_kind);
+    char dis[256];
+    if (cc_disabled_list(&o->thr, dis, sizeof dis))
+        cn_finding(&R->F, CN_NOTE, "note: WARNING: check(s) DISABLED by their thresholds (calibrated at or beyond the top "
+                   "of their range): %s; this verdict does not cover them", dis);
     for (int i = 0; i < R->F.n; i++) res->n_findings += cn_finding_status(&R->F, i, &res->v) > 0;
     const cv_verdict *v = &res->v;
     char why[256] = "";
@@ -380,6 +401,7 @@ static void run_free(cn_run *R) {
     free(R->ref);
     free(R->first);
     free(R->said);
+    free(R->ref_loop);
     free(R->items.v);
     free(R->rows);
     free(R->sw.items);

@@ -239,7 +239,14 @@ void cc_thresholds_default(cc_thresholds *t, double accept_len) {
     t->bad_frac = 0;
     t->spray = 0.5;
     t->loop = 0.6;
-    t->flat = 3.0;
+    /* 4 nats: the top token ~55x less likely than at the neighbouring
+     * positions. A healthy model's most uncertain positions (the start of an
+     * identifier, a name) sit 3-3.5 nats below their neighbours — the bundled
+     * tiny model's code-012 position 42 sits 3.09 below, top-1 -3.53 — while a
+     * distribution flattened over hundreds of tokens (top-1 below -5.5) sits
+     * 5 and more below. The context-free check, not this one, catches the
+     * injected `flat` fault (its top-1 is -2.25). */
+    t->flat = 4.0;
     t->ctxfree = 0;
     t->copy_fail_frac = 0;
     t->spec_mismatch_frac = 0;
@@ -247,6 +254,29 @@ void cc_thresholds_default(cc_thresholds *t, double accept_len) {
 }
 
 static double frac_thr(double clean) { return clean > 0 ? clean + 0.1 : 0; }
+
+/* A threshold at or beyond the top of its quantity's range can never be
+ * exceeded: the check is off, and says so (INFINITY, cc_disabled_list). */
+static double in_range(double thr, double top) { return thr < top ? thr : INFINITY; }
+
+int cc_disabled_list(const cc_thresholds *t, char *buf, size_t n) {
+    const struct { const char *name; double v; } c[] = {
+        {"bad_chars", t->bad_frac}, {"spray", t->spray}, {"loop", t->loop}, {"flat", t->flat},
+        {"context_free", t->ctxfree}, {"copy", t->copy_fail_frac}, {"spec_mismatch", t->spec_mismatch_frac},
+        {"nondeterminism", t->nondet_frac}};
+    size_t o = 0;
+    int k = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        if (!isinf(c[i].v)) continue;
+        if (o < n) {
+            int w = snprintf(buf + o, n - o, "%s%s", k ? ", " : "", c[i].name);
+            if (w > 0) o += (size_t)w;
+        }
+        k++;
+    }
+    return k;
+}
 
 void cc_calibrate(const cc_observed *c, cc_thresholds *t, char *ex, size_t exl) {
     cc_thresholds d;
@@ -265,13 +295,21 @@ void cc_calibrate(const cc_observed *c, cc_thresholds *t, char *ex, size_t exl) 
         SAY("accept length: flag <= %.3f (halfway from 1 to the clean minimum %.3f over %d intervals)\n",
             t->accept_len, c->accept_len_min, c->n_intervals);
     }
+    /* shares and the text scores live in [0, 1]: a threshold at 1 or above
+     * could never be exceeded, so the check is reported as disabled */
     if (c->n_texts) {
-        t->bad_frac = frac_thr(c->bad_frac);
-        t->spray = fmax(d.spray, c->spray_max + 0.1);
-        t->loop = fmax(d.loop, c->loop_max + 0.1);
-        SAY("bad characters: flag a share of texts > %.3f (clean %.3f of %d texts)\n", t->bad_frac, c->bad_frac, c->n_texts);
-        SAY("punctuation spray: flag > %.3f (clean max %.3f)\n", t->spray, c->spray_max);
-        SAY("trigram loop: flag > %.3f (clean max %.3f)\n", t->loop, c->loop_max);
+        t->bad_frac = in_range(frac_thr(c->bad_frac), 1.0);
+        t->spray = in_range(fmax(d.spray, c->spray_max + 0.1), 1.0);
+        t->loop = in_range(fmax(d.loop, c->loop_max + 0.1), 1.0);
+        if (isinf(t->bad_frac)) SAY("bad characters: DISABLED: %.3f of the %d clean texts had bad characters; no share "
+                                    "threshold below 1 leaves room\n", c->bad_frac, c->n_texts);
+        else SAY("bad characters: flag a share of texts > %.3f (clean %.3f of %d texts)\n", t->bad_frac, c->bad_frac, c->n_texts);
+        if (isinf(t->spray)) SAY("punctuation spray: DISABLED: the clean max %.3f + 0.1 is not below 1, the score's top\n",
+                                 c->spray_max);
+        else SAY("punctuation spray: flag > %.3f (clean max %.3f)\n", t->spray, c->spray_max);
+        if (isinf(t->loop)) SAY("trigram loop: DISABLED: the clean max %.3f + 0.1 is not below 1, the score's top (a "
+                                "share of repeated trigrams cannot exceed 1)\n", c->loop_max);
+        else SAY("trigram loop: flag > %.3f (clean max %.3f)\n", t->loop, c->loop_max);
     } else
         SAY("text checks: no clean texts; defaults kept\n");
     if (c->n_flat) {
@@ -282,16 +320,24 @@ void cc_calibrate(const cc_observed *c, cc_thresholds *t, char *ex, size_t exl) 
             c->ctxfree_max);
     }
     if (c->n_copy) {
-        t->copy_fail_frac = frac_thr(c->copy_fail_frac);
-        SAY("passphrase copy: flag a failure share > %.3f (clean %.3f of %d)\n", t->copy_fail_frac, c->copy_fail_frac, c->n_copy);
+        t->copy_fail_frac = in_range(frac_thr(c->copy_fail_frac), 1.0);
+        if (isinf(t->copy_fail_frac)) SAY("passphrase copy: DISABLED: %.3f of %d clean copies failed; no share below 1 "
+                                          "leaves room\n", c->copy_fail_frac, c->n_copy);
+        else SAY("passphrase copy: flag a failure share > %.3f (clean %.3f of %d)\n", t->copy_fail_frac, c->copy_fail_frac,
+                 c->n_copy);
     }
     if (c->n_spec) {
-        t->spec_mismatch_frac = frac_thr(c->spec_mismatch_frac);
-        SAY("spec on/off: flag a mismatch share > %.3f (clean %.3f of %d)\n", t->spec_mismatch_frac, c->spec_mismatch_frac, c->n_spec);
+        t->spec_mismatch_frac = in_range(frac_thr(c->spec_mismatch_frac), 1.0);
+        if (isinf(t->spec_mismatch_frac)) SAY("spec on/off: DISABLED: %.3f of %d clean pairs differed; no share below 1 "
+                                              "leaves room\n", c->spec_mismatch_frac, c->n_spec);
+        else SAY("spec on/off: flag a mismatch share > %.3f (clean %.3f of %d)\n", t->spec_mismatch_frac,
+                 c->spec_mismatch_frac, c->n_spec);
     }
     if (c->n_det) {
-        t->nondet_frac = frac_thr(c->nondet_frac);
-        SAY("determinism: flag a mismatch share > %.3f (clean %.3f of %d)\n", t->nondet_frac, c->nondet_frac, c->n_det);
+        t->nondet_frac = in_range(frac_thr(c->nondet_frac), 1.0);
+        if (isinf(t->nondet_frac)) SAY("determinism: DISABLED: %.3f of %d clean pairs differed; no share below 1 leaves "
+                                       "room\n", c->nondet_frac, c->n_det);
+        else SAY("determinism: flag a mismatch share > %.3f (clean %.3f of %d)\n", t->nondet_frac, c->nondet_frac, c->n_det);
     }
 #undef SAY
 }

@@ -80,8 +80,15 @@ typedef struct {
 } cc_thresholds;
 
 /* The field's defaults: accept length 2.0; any bad character, spec mismatch,
- * non-determinism or copy failure; spray 0.5; loop 0.6; flat 3.0 nats. */
+ * non-determinism or copy failure; spray 0.5; loop 0.6 (a text whose prompt's
+ * reference output loops too is the model's own loop, not counted: canary.c);
+ * flat 4.0 nats; any context-free repeat. */
 void cc_thresholds_default(cc_thresholds *t, double accept_len);
+
+/* A threshold of INFINITY is a DISABLED check (calibration puts it there
+ * when the clean runs leave no room inside the quantity's range). Writes the
+ * disabled checks' names, comma-separated, to buf; returns how many. */
+int cc_disabled_list(const cc_thresholds *t, char *buf, size_t n);
 
 /* Thresholds from clean observations (the worst clean value of each):
  *   accept length: halfway between 1 (nothing accepted) and the lowest clean
@@ -91,6 +98,9 @@ void cc_thresholds_default(cc_thresholds *t, double accept_len);
  *     0.1 when it was not zero (so a healthy-but-imperfect model passes and a
  *     perfect one fails on the first miss)
  *   spray, loop: max(default, clean + 0.1); flat: max(default, clean + 1 nat)
+ *   a share or text-score threshold that lands at 1 or above (the top of its
+ *     range: it could never be exceeded) is INFINITY: the check is disabled
+ *     and explain says so in capitals
  *   context-free repeats: the clean maximum (0 for any real model)
  * explain gets one line per threshold saying where it came from. */
 void cc_calibrate(const cc_observed *clean, cc_thresholds *t, char *explain, size_t explen);

@@ -64,17 +64,33 @@ static void num_or_null(cJSON *j, const char *k, double v) {
     else cJSON_AddNumberToObject(j, k, v);
 }
 
+/* A disabled check's threshold (INFINITY) is null, and named in "disabled". */
+static void thr_num(cJSON *j, const char *k, double v) {
+    if (isinf(v) || isnan(v)) cJSON_AddNullToObject(j, k);
+    else cJSON_AddNumberToObject(j, k, v);
+}
+
 static cJSON *thr_json(const cc_thresholds *t) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "accept_len", t->accept_len);
-    cJSON_AddNumberToObject(j, "bad_frac", t->bad_frac);
-    cJSON_AddNumberToObject(j, "spray", t->spray);
-    cJSON_AddNumberToObject(j, "loop", t->loop);
-    cJSON_AddNumberToObject(j, "flat", t->flat);
-    cJSON_AddNumberToObject(j, "context_free", t->ctxfree);
-    cJSON_AddNumberToObject(j, "copy_fail_frac", t->copy_fail_frac);
-    cJSON_AddNumberToObject(j, "spec_mismatch_frac", t->spec_mismatch_frac);
-    cJSON_AddNumberToObject(j, "nondet_frac", t->nondet_frac);
+    thr_num(j, "accept_len", t->accept_len);
+    thr_num(j, "bad_frac", t->bad_frac);
+    thr_num(j, "spray", t->spray);
+    thr_num(j, "loop", t->loop);
+    thr_num(j, "flat", t->flat);
+    thr_num(j, "context_free", t->ctxfree);
+    thr_num(j, "copy_fail_frac", t->copy_fail_frac);
+    thr_num(j, "spec_mismatch_frac", t->spec_mismatch_frac);
+    thr_num(j, "nondet_frac", t->nondet_frac);
+    char dis[256];
+    cc_disabled_list(t, dis, sizeof dis);
+    cJSON *d = cJSON_AddArrayToObject(j, "disabled");
+    for (char *p = dis, *e; *p; p = *e ? e + 2 : e) {
+        e = strstr(p, ", ");
+        if (!e) e = p + strlen(p);
+        char nm[64];
+        snprintf(nm, sizeof nm, "%.*s", (int)(e - p), p);
+        cJSON_AddItemToArray(d, cJSON_CreateString(nm));
+    }
     return j;
 }
 

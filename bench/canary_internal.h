@@ -43,6 +43,9 @@ typedef struct {
     char **ref;                    /* [sw.n] reference text per probe row; NULL = none */
     char **first;                  /* [sw.n] spec only: the first completion of each row under load */
     unsigned char *said;           /* [sw.n] text checks already reported for the row (bits 1, 2, 4) */
+    double *ref_loop;              /* [sw.n] cc_loop() of the row's reference text; NaN = no reference */
+    int n_loop_excused;            /* load texts over the loop threshold whose reference loops too */
+    int n_loop_texts;              /* load texts scored for loops */
     ld_config lc;                  /* the load's configuration */
     ld_result *lr;                 /* the load; NULL before it ran */
     double t_origin;               /* http_now() of the load's t = 0 */

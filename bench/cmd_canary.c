@@ -10,7 +10,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+/* Removes what this run wrote under dir (it created dir), but `keep` (a
+ * file name, NULL = none), and dir itself when nothing is kept. Returns 1
+ * when `keep` was there and kept. */
+static const char *rm_keep;
+static int rm_kept;
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *fw) {
+    if (fw->level == 0) return 0;   /* dir itself: below */
+    const char *base = p + fw->base;
+    if (fw->level == 1 && rm_keep && !strcmp(base, rm_keep) && flag == FTW_F && sb->st_size > 0) { rm_kept = 1; return 0; }
+    if (remove(p)) fprintf(stderr, "canary: could not remove %s\n", p);
+    return 0;
+}
+
+static int rm_outputs(const char *dir, const char *keep) {
+    rm_keep = keep;
+    rm_kept = 0;
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (!rm_kept && rmdir(dir)) fprintf(stderr, "canary: could not remove %s\n", dir);
+    return rm_kept;
+}
 
 static void help(FILE *f) {
     fprintf(f,
@@ -62,8 +86,18 @@ static void help(FILE *f) {
         "                        files are valid UTF-8 whatever the server sends (bytes that\n"
         "                        are not UTF-8 become U+FFFD, counted in KEY_invalid_utf8)\n"
         "\n"
-        "Load options (the canary forces --temperature 0; defaults --workload code,\n"
-        "--interval 2, --max-tokens 64, a 4 s@burst / 2 s@2 profile):\n%s", CV_MIN_DRAFTS_DEFAULT, LOAD_CLI_HELP);
+        "Load options (the canary sends greedy requests, temperature 0, in prompt-set\n"
+        "order, as a bursty profile: 4 s at --burst, 2 s at 2, repeated for --duration,\n"
+        "unless --profile or --rate shapes it instead):\n", CV_MIN_DRAFTS_DEFAULT);
+    /* the canary's own --duration, --out and --sglang-log are listed above;
+     * it fixes temperature, top-p and order, and --concurrency has no effect
+     * on its profile (canary.c run_load) */
+    static const char *const omit[] = {"--duration", "--out", "--sglang-log", "--temperature", "--top-p",
+                                       "--no-shuffle", "--concurrency", NULL};
+    static const load_help_spec spec = {
+        .omit = omit, .workload = "default code", .interval_s = 2,
+        .num_prompts = "unlimited: as many as --duration allows", .max_tokens = "64"};
+    load_cli_help(f, &spec);
 }
 
 int cmd_canary(int argc, char **argv) {
@@ -157,7 +191,12 @@ int cmd_canary(int argc, char **argv) {
         strftime(d, sizeof d, "%Y%m%d-%H%M%S", localtime(&now));
         snprintf(outdir, sizeof outdir, "results/canary-%s", d);
     }
+    /* Created here, so that a canary that cannot run (no server, a launch
+     * that never became healthy) takes it away again (out:). */
+    struct stat st_out;
+    int created = stat(outdir, &st_out) != 0;
     if (ld_mkdirs(outdir, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
+    int launch_failed = 0;
     if (http_init(err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
     proc s = {0};
     char base[256];
@@ -174,6 +213,7 @@ int cmd_canary(int argc, char **argv) {
         if (proc_start(&s, cmd, port, logp, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
         if (http_wait_health(s.base, boot_timeout, proc_alive, &s, err, sizeof err)) {
             fprintf(stderr, "canary: %s\ncanary: server log tail (%s):\n%s\n", err, logp, proc_log_tail(&s, 1500));
+            launch_failed = 1;
             goto out;
         }
         o.t_health = http_now();
@@ -199,5 +239,12 @@ int cmd_canary(int argc, char **argv) {
 out:
     if (launch) proc_stop(&s);
     http_cleanup();
+    if (rc == 2 && created) {
+        /* nothing was judged: no results folder is left behind, except the
+         * log of a server that failed to start (evidence of why) */
+        int kept = rm_outputs(outdir, launch_failed ? "server.log" : NULL);
+        if (kept) fprintf(stderr, "canary: could not run; %s/server.log kept (the failed launch's log), nothing else written\n", outdir);
+        else fprintf(stderr, "canary: could not run; removed %s (created by this run, nothing in it to keep)\n", outdir);
+    }
     return rc;
 }

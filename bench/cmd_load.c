@@ -13,39 +13,79 @@
 #include <time.h>
 #include <unistd.h>
 
+/* One text per option, shared by LOAD_CLI_HELP and load_cli_help(), so the
+ * two cannot say different things. The four options whose default a
+ * command changes (--workload, --num-prompts, --max-tokens, --interval) are
+ * printed from its load_help_spec; LOAD_CLI_HELP has load's own. */
+#define H_URL        "  --url URL             server base, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)\n"
+#define H_ENDPOINT   "  --endpoint E          completions (default) or chat\n"
+#define H_MODEL      "  --model NAME          model field of requests (default: first id of /v1/models)\n"
+#define H_API_KEY    "  --api-key KEY         sent as Authorization: Bearer KEY (printable ASCII; CR/LF and\n" \
+                     "                        other control characters are refused)\n"
+#define H_TEMP       "  --temperature T       default 0 (greedy)\n"
+#define H_TOP_P      "  --top-p P             nucleus sampling mass in (0, 1], sent as top_p when < 1\n" \
+                     "                        (default 1: not sent, the server's default)\n"
+#define H_SEED       "  --seed S              request seed and prompt-order shuffle (default 0)\n"
+#define H_NO_SHUFFLE "  --no-shuffle          send prompts in file order\n"
+#define H_IGNORE_EOS "  --ignore-eos          ask the server to ignore end-of-text\n"
+#define H_CONC       "  --concurrency N       closed loop: N requests in flight (default 1)\n"
+#define H_RATE       "  --rate R              open loop: R requests/s (inf = all at once)\n"
+#define H_BURST      "  --burstiness B        gamma shape of arrival gaps (1 = Poisson, default)\n"
+#define H_MAXCONC    "  --max-concurrency N   cap on in-flight requests in open loop\n"
+#define H_PROFILE    "  --profile SPEC        phases, e.g. 180s@4,180s@20,120s@2,240s@14 (@N closed\n" \
+                     "                        loop of N, @rX open loop at X req/s)\n"
+#define H_DURATION   "  --duration S          stop sending after S seconds\n"
+#define H_MSRC       "  --metrics-source K    auto (default), specbed, vllm, llamacpp, sglang, none\n"
+#define H_SGLANG     "  --sglang-log FILE     read SGLang 'Decode batch' lines from FILE as it grows (- = stdin)\n"
+#define H_SPEC_DEPTH "  --spec-depth K        send \"spec_depth\": K per request (specbed; 0 = off: a server\n" \
+                     "                        whose draft counters still move is reported, loudly; K > 0\n" \
+                     "                        against one whose counters do not move is reported too)\n"
+#define H_LOGPROBS   "  --logprobs N          ask for N top logprobs per token\n"
+#define H_TIMEOUT    "  --request-timeout S   per request (default 600)\n"
+#define H_PCTS       "  --percentiles LIST    default 50,90,99\n"
+#define H_GOODPUT    "  --goodput SLOS        e.g. ttft:500,tpot:50,e2el:10000 (ms)\n"
+#define H_OUT        "  --out DIR             where the CSV/JSON outputs go\n"
+#define H_QUIET      "  --quiet               no progress line\n"
+
 const char LOAD_CLI_HELP[] =
-    "  --url URL             server base, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)\n"
+    H_URL
     "  --workload FILE|NAME  JSONL prompts; a bare NAME means workloads/NAME.jsonl\n"
-    "  --endpoint E          completions (default) or chat\n"
-    "  --model NAME          model field of requests (default: first id of /v1/models)\n"
-    "  --api-key KEY         sent as Authorization: Bearer KEY\n"
+    H_ENDPOINT H_MODEL H_API_KEY
     "  --num-prompts N       requests to send (default: one pass over the workload,\n"
     "                        or unlimited with --duration / --profile)\n"
     "  --max-tokens N        output tokens per request (default: the row's, else 128)\n"
-    "  --temperature T       default 0 (greedy)\n"
-    "  --top-p P             nucleus sampling mass in (0, 1], sent as top_p when < 1\n"
-    "                        (default 1: not sent, the server's default)\n"
-    "  --seed S              request seed and prompt-order shuffle (default 0)\n"
-    "  --no-shuffle          send prompts in file order\n"
-    "  --ignore-eos          ask the server to ignore end-of-text\n"
-    "  --concurrency N       closed loop: N requests in flight (default 1)\n"
-    "  --rate R              open loop: R requests/s (inf = all at once)\n"
-    "  --burstiness B        gamma shape of arrival gaps (1 = Poisson, default)\n"
-    "  --max-concurrency N   cap on in-flight requests in open loop\n"
-    "  --profile SPEC        phases, e.g. 180s@4,180s@20,120s@2,240s@14 (@N closed\n"
-    "                        loop of N, @rX open loop at X req/s)\n"
-    "  --duration S          stop sending after S seconds\n"
+    H_TEMP H_TOP_P H_SEED H_NO_SHUFFLE H_IGNORE_EOS H_CONC H_RATE H_BURST H_MAXCONC H_PROFILE H_DURATION
     "  --interval S          metrics interval in seconds (default 5)\n"
-    "  --metrics-source K    auto (default), specbed, vllm, llamacpp, sglang, none\n"
-    "  --sglang-log FILE     read SGLang 'Decode batch' lines from FILE as it grows (- = stdin)\n"
-    "  --spec-depth K        send \"spec_depth\": K per request (specbed; 0 = off: a server\n"
-    "                        whose draft counters still move is reported, loudly)\n"
-    "  --logprobs N          ask for N top logprobs per token\n"
-    "  --request-timeout S   per request (default 600)\n"
-    "  --percentiles LIST    default 50,90,99\n"
-    "  --goodput SLOS        e.g. ttft:500,tpot:50,e2el:10000 (ms)\n"
-    "  --out DIR             where the CSV/JSON outputs go\n"
-    "  --quiet               no progress line\n";
+    H_MSRC H_SGLANG H_SPEC_DEPTH H_LOGPROBS H_TIMEOUT H_PCTS H_GOODPUT H_OUT H_QUIET;
+
+static const struct { const char *opt, *text; } OPT_HELP[] = {
+    {"--url", H_URL}, {"--workload", NULL}, {"--endpoint", H_ENDPOINT}, {"--model", H_MODEL},
+    {"--api-key", H_API_KEY}, {"--num-prompts", NULL}, {"--max-tokens", NULL}, {"--temperature", H_TEMP},
+    {"--top-p", H_TOP_P}, {"--seed", H_SEED}, {"--no-shuffle", H_NO_SHUFFLE}, {"--ignore-eos", H_IGNORE_EOS},
+    {"--concurrency", H_CONC}, {"--rate", H_RATE}, {"--burstiness", H_BURST}, {"--max-concurrency", H_MAXCONC},
+    {"--profile", H_PROFILE}, {"--duration", H_DURATION}, {"--interval", NULL}, {"--metrics-source", H_MSRC},
+    {"--sglang-log", H_SGLANG}, {"--spec-depth", H_SPEC_DEPTH}, {"--logprobs", H_LOGPROBS},
+    {"--request-timeout", H_TIMEOUT}, {"--percentiles", H_PCTS}, {"--goodput", H_GOODPUT}, {"--out", H_OUT},
+    {"--quiet", H_QUIET}};
+
+void load_cli_help(FILE *f, const load_help_spec *s) {
+    for (size_t i = 0; i < sizeof OPT_HELP / sizeof *OPT_HELP; i++) {
+        const char *o = OPT_HELP[i].opt;
+        int omit = 0;
+        for (int k = 0; s->omit && s->omit[k] && !omit; k++) omit = !strcmp(s->omit[k], o);
+        if (omit) continue;
+        if (OPT_HELP[i].text) fputs(OPT_HELP[i].text, f);
+        else if (!strcmp(o, "--workload"))
+            fprintf(f, "  --workload FILE|NAME  JSONL prompts; a bare NAME means workloads/NAME.jsonl (%s)\n",
+                    s->workload ? s->workload : "required");
+        else if (!strcmp(o, "--num-prompts"))
+            fprintf(f, "  --num-prompts N       requests to send (default: %s)\n", s->num_prompts);
+        else if (!strcmp(o, "--max-tokens"))
+            fprintf(f, "  --max-tokens N        output tokens per request (default: %s)\n", s->max_tokens);
+        else if (!strcmp(o, "--interval"))
+            fprintf(f, "  --interval S          metrics interval in seconds (default %g)\n", s->interval_s);
+    }
+}
 
 void load_cli_defaults(load_cli *o) {
     memset(o, 0, sizeof *o);
@@ -85,7 +125,12 @@ int load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o) {
         else { fprintf(stderr, "%s: --endpoint '%s' must be completions or chat\n", cmd, v); return -1; }
     }
     else if (!strcmp(a, "--model")) { VAL(); c->model = v; }
-    else if (!strcmp(a, "--api-key")) { VAL(); c->api_key = v; }
+    else if (!strcmp(a, "--api-key")) {
+        VAL();
+        char e[256];
+        if (ld_api_key_check(v, e, sizeof e)) { fprintf(stderr, "%s: %s\n", cmd, e); return -1; }
+        c->api_key = v;
+    }
     else if (!strcmp(a, "--num-prompts")) { VAL(); if (opt_int(cmd, a, v, 1, 10000000, &c->num_prompts)) return -1; o->set_num_prompts = 1; }
     else if (!strcmp(a, "--max-tokens")) { VAL(); if (opt_int(cmd, a, v, 1, 1000000, &c->max_tokens)) return -1; o->set_max_tokens = 1; }
     else if (!strcmp(a, "--temperature")) { VAL(); if (opt_double(cmd, a, v, 0, 100, &c->temperature)) return -1; }
@@ -164,13 +209,23 @@ void load_print_summary(FILE *f, const load_cli *o, const ld_result *r) {
                           "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
                           "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms",
                           "max_output_tokens_per_s", "max_concurrent_requests",
-                          "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "spec_decode_num_drafts",
+                          "spec_decode_acceptance_length", "specbed_acceptance_length", "spec_decode_acceptance_rate",
+                          "spec_decode_num_drafts",
                           "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "specbed_num_intervals",
                           "specbed_min_interval_accept_length", "specbed_truncated_streams",
                           "specbed_metrics_scrapes_failed"};
+    /* counts as integers, everything else with three decimals */
+    static const char *const COUNTS[] = {"completed", "failed", "total_input_tokens", "total_output_tokens",
+                                         "max_concurrent_requests", "spec_decode_num_drafts", "spec_decode_draft_tokens",
+                                         "spec_decode_accepted_tokens", "specbed_num_intervals",
+                                         "specbed_truncated_streams", "specbed_metrics_scrapes_failed", NULL};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-        if (cJSON_IsNumber(v)) fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
+        if (!cJSON_IsNumber(v)) continue;
+        int count = 0;
+        for (int k = 0; COUNTS[k] && !count; k++) count = !strcmp(keys[i], COUNTS[k]);
+        if (count) fprintf(f, "%-40s %12.0f\n", keys[i], v->valuedouble);
+        else fprintf(f, "%-40s %12.3f\n", keys[i], v->valuedouble);
     }
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "spec_decode_per_position_acceptance_rates");
     if (cJSON_GetArraySize(pp) > 0) {
@@ -200,7 +255,12 @@ static void help(FILE *f) {
         "interval series has holes), or the outputs could not be written; 2 could\n"
         "not run. --spec-depth 0 against a server whose draft counters still move\n"
         "prints a WARNING and records specbed_spec_depth_ignored in summary.json.\n"
-        "\n%s", LOAD_CLI_HELP);
+        "\n");
+    static const load_help_spec spec = {
+        .workload = NULL, .interval_s = 5,
+        .num_prompts = "one pass over the workload, or unlimited with --duration / --profile",
+        .max_tokens = "the row's, else 128"};
+    load_cli_help(f, &spec);
 }
 
 int cmd_load(int argc, char **argv) {
@@ -240,6 +300,11 @@ int cmd_load(int argc, char **argv) {
                     "client drafted meanwhile. This is not a speculation-off run.\n",
                     isnan(res->ignored_drafts) ? 0.0 : res->ignored_drafts,
                     isnan(res->ignored_draft_tokens) ? 0.0 : res->ignored_draft_tokens);
+        if (res->spec_depth_unused)
+            fprintf(stderr, "load: WARNING: --spec-depth %d was sent, but %s. Is this server speculating at all?\n",
+                    o.c.spec_depth, res->spec_depth_unused == 1 ? "the server's draft counters did not move: nothing was "
+                    "drafted (no drafter, or \"spec_depth\" ignored)" : "nothing (no draft counters, no accept length) "
+                    "shows that the server drafted");
         if (res->n_scrapes_failed) {
             fprintf(stderr, "load: %d of %d /metrics scrape(s) failed (first: %s); the interval series has holes\n",
                     res->n_scrapes_failed, res->n_scrapes, res->scrape_error);

@@ -1,5 +1,5 @@
 /* interval.h — one row of the per-interval time series every metric source
- * produces (DESIGN §8): start, end, running requests, accept length,
+ * produces: start, end, running requests, accept length,
  * acceptance rate, per-position rates where available, throughput.
  * NaN marks a quantity the source does not report or that the interval
  * does not define (no verify steps → no accept length). */
@@ -41,7 +41,11 @@ typedef struct {
     double accept_len;       /* committed tokens per verify step per sequence, bonus token included */
     double accept_rate;      /* accepted drafts ÷ drafted tokens (SGLang: as its log line states it) */
     double gen_tps;          /* generated tokens per second over the interval */
-    double drafts;           /* verify steps (per sequence) in the interval; NaN for log sources */
+    double drafts;           /* the accept length's denominator: sequence verify steps where the source
+                                counts them (specbed), else num_drafts; NaN for log sources. What
+                                --min-drafts judges; not written to intervals.csv under this name */
+    double num_drafts;       /* Δ …_num_drafts_total: drafts verified (intervals.csv "drafts") */
+    double verify_steps;     /* Δ sequence verify steps, NaN where the source has none (intervals.csv "verify_steps") */
     double draft_tokens, accepted;
     int n_pos;               /* per-position rates: pos_rate[0..n_pos-1]; NaN = position not reported */
     double pos_rate[IV_MAX_POS];   /* P(draft position i accepted) = accepted_at[i] ÷ drafts, unconditional */
@@ -49,7 +53,9 @@ typedef struct {
     long line_no;            /* SGLang log line this row came from (1-based); 0 otherwise */
     /* Client-side view of the same interval (the load generator's own; NaN offline). */
     double inflight;         /* most requests in flight at once during the interval */
-    double client_tps;       /* streamed output tokens received per second */
+    double client_tps;       /* output tokens streamed per second: each request's tokens (its usage
+                                completion_tokens, else its logprobs tokens, else one per content
+                                chunk) spread over its content chunks, summed per interval */
     /* Per-rank view (n_ranks = 0: the source has no ranks; then accept_len
      * is the only number judged). With ranks, accept_len is the aggregate
      * (pooled counters; the mean of the ranks' gauges, never their sum) and

@@ -2,6 +2,7 @@
 #include "interval_csv.h"
 #include "csv_row.h"
 #include "errmsg.h"
+#include "input_file.h"
 #include <csv.h>
 #include <errno.h>
 #include <math.h>
@@ -9,10 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* "drafts" is the server's drafts counter (vLLM's num_drafts), "verify_steps"
+ * its sequence verify steps (specbed; empty elsewhere): the accept length is
+ * committed ÷ verify_steps where there are steps, else 1 + accepted ÷ drafts.
+ * (Files written before verify_steps existed held the steps under "drafts";
+ * read back, they give the same accept-length denominator.) */
 static const char *const COLS[] = {"t_start_s", "t_end_s", "running", "waiting", "inflight", "accept_len",
                                    "accept_rate", "gen_tps", "client_tps", "drafts", "draft_tokens", "accepted",
-                                   "line_no", "basis"};
-enum { NCOLS = 14, COL_BASIS = 13, COL_RANKS = 1000 };
+                                   "line_no", "basis", "verify_steps"};
+enum { NCOLS = 15, COL_BASIS = 13, COL_RANKS = 1000 };
 
 static void num(csv_row *r, double v) {
     if (isnan(v)) csv_row_field(r, "");
@@ -81,8 +87,8 @@ int iv_csv_write(const char *path, const iv_row *rows, int n, char *err, size_t 
     for (int i = 0; i < n; i++) {
         const iv_row *v = &rows[i];
         double vals[NCOLS] = {v->t_start, v->t_end, v->running, v->waiting, v->inflight, v->accept_len,
-                              v->accept_rate, v->gen_tps, v->client_tps, v->drafts, v->draft_tokens, v->accepted,
-                              v->line_no ? (double)v->line_no : NAN, NAN};
+                              v->accept_rate, v->gen_tps, v->client_tps, v->num_drafts, v->draft_tokens, v->accepted,
+                              v->line_no ? (double)v->line_no : NAN, NAN, v->verify_steps};
         for (int c = 0; c < NCOLS; c++) {
             if (c == COL_BASIS) csv_row_field(&r, iv_basis_name(v->basis));
             else num(&r, vals[c]);
@@ -154,10 +160,11 @@ static void on_field(void *s, size_t len, void *ud) {
         case 6: r->accept_rate = v; break;
         case 7: r->gen_tps = v; break;
         case 8: r->client_tps = v; break;
-        case 9: r->drafts = v; break;
+        case 9: r->num_drafts = v; break;
         case 10: r->draft_tokens = v; break;
         case 11: r->accepted = v; break;
         case 12: r->line_no = isnan(v) ? 0 : (long)v; break;
+        case 14: r->verify_steps = v; break;
         default:
             if (idx >= NCOLS) {
                 int p = idx - NCOLS;
@@ -173,6 +180,8 @@ static void on_record(int c, void *ud) {
     (void)c;
     rd_t *d = ud;
     if (d->row > 0) {
+        iv_row *c = &d->cur;
+        c->drafts = !isnan(c->verify_steps) ? c->verify_steps : c->num_drafts;   /* the accept length's denominator */
         if (d->n == d->cap) {
             int nc = d->cap ? d->cap * 2 : 64;
             iv_row *nr = realloc(d->rows, (size_t)nc * sizeof *nr);
@@ -190,6 +199,9 @@ static void on_record(int c, void *ud) {
 int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
+    /* checked before reading (canary --intervals /dev/zero used to read
+     * without end: libcsv keeps a field that never ends in memory) */
+    if (input_file_check(path, IV_CSV_MAX_BYTES, "interval CSV", err, errlen)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return errf(err, errlen, "%s: %s", path, strerror(errno));
     struct csv_parser p;
@@ -200,11 +212,19 @@ int iv_csv_read(const char *path, iv_row **rows, int *n, char *err, size_t errle
     char buf[65536];
     size_t k;
     int bad = 0;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+    size_t total = 0;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if ((total += k) > IV_CSV_MAX_BYTES) { bad = 2; break; }   /* a pipe: the same limit, counted */
         if (csv_parse(&p, buf, k, on_field, on_record, &d) != k) { bad = 1; break; }
+    }
     if (!bad) csv_fini(&p, on_field, on_record, &d);
     csv_free(&p);
     fclose(f);
+    if (bad == 2) {
+        free(d.rows);
+        return errf(err, errlen, "%s: more than the %u MiB an interval CSV may hold; stopped reading", path,
+                    IV_CSV_MAX_BYTES >> 20);
+    }
     if (bad || d.oom) { free(d.rows); return errf(err, errlen, "%s: not a valid CSV (%s)", path, bad ? csv_strerror(csv_error(&p)) : "out of memory"); }
     int has_accept = 0;
     for (int c = 0; c < d.ncol_hdr && c < NCOLS + IV_MAX_POS; c++) if (d.map[c] == 5) has_accept = 1;

@@ -46,7 +46,23 @@ typedef struct {
     char *reason; size_t reason_len, reason_cap;
     char raw[512]; size_t raw_len;     /* first bytes of the reply, for error messages */
     int usage_out, usage_in;     /* -1 unknown */
-    int lp_tokens, chunks, done;
+    int lp_tokens, done;
+    int chunks;                  /* events with a non-empty "choices": vLLM's token chunks (TTFT, ITL, latency) */
+    int content_chunks;          /* of those, the ones carrying text (the last-resort token count) */
+    double last_choice_abs;      /* when the last "choices" event arrived */
+    int cum_usage;               /* completion_tokens of the last per-chunk usage seen (continuous usage); -1 none */
+    long events;                 /* SSE events received */
+    size_t bytes;                /* response bytes received */
+    long max_events;             /* caps on one response (finish_request names them) */
+    size_t max_bytes;
+    char *over_cap;              /* why the stream was abandoned for its size; NULL while within the caps */
+    /* Client tokens per interval: this request's chunks' weights by the
+     * interval (index into res->iv) they arrived in, settled at the end
+     * against its usage count (spread_tokens). */
+    int iv_first;                /* interval index of iv_w[0] */
+    double *iv_w;                /* [n_ivw] tokens known per chunk (logprobs, per-chunk usage), else 1 per text chunk */
+    int *iv_c;                   /* [n_ivw] "choices" chunks */
+    int n_ivw;
     char *stream_err;
     char *finish;
     dvec itl;
@@ -85,6 +101,11 @@ struct run_ctx {
     long tokens_total;
     xfer **active;               /* request transfers in flight */
     int n_active, cap_active;
+    dvec iv_tok;                 /* settled client tokens per interval index (see spread_tokens) */
+    dvec arrq;                   /* open loop: arrival times of the pending requests, from arrq_head */
+    size_t arrq_head;
+    double phase_t0;             /* closed loop: when the current phase began (its requests' arrival) */
+    dvec iv_dt;                  /* each pushed interval's client-side length, seconds */
 };
 
 static double now_t(run_ctx *x) { return http_now() - x->origin; }
@@ -101,6 +122,8 @@ static void push_iv(run_ctx *x, iv_row *r) {
     double t = r->t_end;
     double dt = t - x->iv_t0;
     r->inflight = x->iv_max_inflight;
+    /* provisional (tokens as each chunk showed them); ld_run settles every
+     * row against the requests' usage counts at the end */
     r->client_tps = dt > 0 ? (double)x->iv_tokens / dt : NAN;
     x->iv_max_inflight = x->inflight;
     x->iv_tokens = 0;
@@ -113,6 +136,7 @@ static void push_iv(run_ctx *x, iv_row *r) {
         x->iv_cap = nc;
     }
     res->iv[res->n_iv++] = *r;
+    dvec_push(&x->iv_dt, dt);
     if (x->c->on_interval && !x->stop && x->c->on_interval(x->c->on_interval_ctx, r)) {
         x->stop = 1;
         res->stopped_early = 1;
@@ -159,9 +183,63 @@ static void note_add(ld_result *res, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Adds w tokens (c "choices" chunks) to this request's tally for the
+ * interval being recorded now. */
+static void tally_chunk(xfer *t, double w, int c) {
+    int k = t->x->res->n_iv;
+    if (!t->n_ivw) t->iv_first = k;
+    int need = k - t->iv_first + 1;
+    if (need > t->n_ivw) {
+        double *nw = realloc(t->iv_w, sizeof *nw * (size_t)need);
+        if (nw) t->iv_w = nw;
+        int *nc = realloc(t->iv_c, sizeof *nc * (size_t)need);
+        if (nc) t->iv_c = nc;
+        if (!nw || !nc) return;
+        for (int i = t->n_ivw; i < need; i++) { t->iv_w[i] = 0; t->iv_c[i] = 0; }
+        t->n_ivw = need;
+    }
+    t->iv_w[need - 1] += w;
+    t->iv_c[need - 1] += c;
+}
+
+/* At the end of a request: its n_out tokens into the run's per-interval
+ * totals, in proportion to what each interval's chunks showed (tokens
+ * where a chunk said how many, else one per text chunk; by "choices" chunk
+ * when none showed any). A server's usage.completion_tokens is the count;
+ * chunks are only how it is spread (a speculative step streams several
+ * tokens in one chunk). */
+static void spread_tokens(run_ctx *x, const xfer *t, int n_out) {
+    double W = 0, C = 0;
+    for (int i = 0; i < t->n_ivw; i++) { W += t->iv_w[i]; C += t->iv_c[i]; }
+    if (n_out <= 0 || (W <= 0 && C <= 0)) return;
+    for (int i = 0; i < t->n_ivw; i++) {
+        double share = W > 0 ? t->iv_w[i] / W : t->iv_c[i] / C;
+        size_t k = (size_t)(t->iv_first + i);
+        while (x->iv_tok.n <= k) dvec_push(&x->iv_tok, 0);
+        if (x->iv_tok.n > k) x->iv_tok.v[k] += n_out * share;
+    }
+}
+
+static void over_cap(xfer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void over_cap(xfer *t, const char *fmt, ...) {
+    if (t->over_cap) return;
+    char b[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    t->over_cap = dup_s(b);
+}
+
 static void on_event(void *ctx, const char *data, size_t len) {
     xfer *t = ctx;
     run_ctx *x = t->x;
+    if (t->over_cap) return;
+    if (++t->events > t->max_events) {
+        over_cap(t, "the server sent more than %ld SSE events for max_tokens %d (at most max_tokens + %d are "
+                 "expected): request abandoned", t->max_events, x->res->req[t->rec].max_tokens, LD_EXTRA_EVENTS);
+        return;
+    }
     if (len == 6 && !memcmp(data, "[DONE]", 6)) { t->done = 1; return; }
     cJSON *j = cJSON_ParseWithLength(data, len);
     if (!j) {
@@ -199,18 +277,33 @@ static void on_event(void *ctx, const char *data, size_t len) {
         t->lp_tokens += ntok;
         const cJSON *fr = cJSON_GetObjectItemCaseSensitive(ch, "finish_reason");
         if (cJSON_IsString(fr) && !t->finish) t->finish = dup_s(fr->valuestring);
-        if (txt || rsn) {
-            double now = http_now();
-            if (t->chunks == 0) x->res->req[t->rec].ttft = now - t->t_send_abs;
-            else dvec_push(&t->itl, now - t->last_chunk_abs);
-            t->last_chunk_abs = now;
-            t->chunks++;
-            if (txt) buf_append(&t->text, &t->text_len, &t->text_cap, txt, strlen(txt));
-            if (rsn) buf_append(&t->reason, &t->reason_len, &t->reason_cap, rsn, strlen(rsn));
-            long n = ntok ? ntok : 1;
-            x->iv_tokens += n;
-            x->tokens_total += n;
-        }
+        /* vLLM's timing (vllm/benchmarks/lib/endpoint_request_func.py): TTFT
+         * at the first event with a non-empty "choices", whatever its text
+         * ("text could be empty here e.g. for special tokens"), one ITL gap
+         * per later such event, latency to the last one */
+        double now = http_now();
+        if (t->chunks == 0) x->res->req[t->rec].ttft = now - t->t_send_abs;
+        else dvec_push(&t->itl, now - t->last_chunk_abs);
+        t->last_chunk_abs = t->last_choice_abs = now;
+        t->chunks++;
+        if (txt) buf_append(&t->text, &t->text_len, &t->text_cap, txt, strlen(txt));
+        if (rsn) buf_append(&t->reason, &t->reason_len, &t->reason_cap, rsn, strlen(rsn));
+        t->content_chunks += txt || rsn;
+        /* tokens this chunk carries, where it says: its logprobs, or the
+         * growth of a per-chunk usage (vLLM's continuous_usage_stats) */
+        double w = ntok;
+        const cJSON *cu = cJSON_GetObjectItemCaseSensitive(j, "usage");
+        const cJSON *cct = cJSON_IsObject(cu) ? cJSON_GetObjectItemCaseSensitive(cu, "completion_tokens") : NULL;
+        if (!ntok && cJSON_IsNumber(cct) && cct->valuedouble >= 0) {
+            int cum = (int)cct->valuedouble;
+            w = cum - (t->cum_usage > 0 ? t->cum_usage : 0);
+            if (w < 0) w = 0;
+            t->cum_usage = cum;
+        } else if (!ntok)
+            w = txt || rsn ? 1 : 0;
+        tally_chunk(t, w, 1);
+        x->iv_tokens += (long)w;
+        x->tokens_total += (long)w;
     }
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
     if (cJSON_IsObject(u)) {
@@ -231,10 +324,14 @@ static size_t on_stream(char *p, size_t sz, size_t nm, void *ud) {
         t->raw_len += k;
         t->raw[t->raw_len] = 0;
     }
-    sse_feed(&t->sse, p, n);
+    t->bytes += n;
+    if (t->bytes > t->max_bytes)
+        over_cap(t, "the server sent more than %zu bytes for max_tokens %d (%u KiB per token allowed): request abandoned",
+                 t->max_bytes, t->x->res->req[t->rec].max_tokens, LD_BYTES_PER_TOKEN >> 10);
+    if (!t->over_cap) sse_feed(&t->sse, p, n);
     /* over a cap (or out of memory): 0 makes libcurl abort the transfer, and
      * finish_request() names the cap */
-    return t->sse.err ? 0 : n;
+    return t->sse.err || t->over_cap ? 0 : n;
 }
 
 static size_t on_scrape(char *p, size_t sz, size_t nm, void *ud) {
@@ -267,6 +364,9 @@ static void xfer_free(xfer *t) {
     free(t->finish);
     dvec_free(&t->itl);
     free(t->sbuf);
+    free(t->over_cap);
+    free(t->iv_w);
+    free(t->iv_c);
     free(t);
 }
 
@@ -308,7 +408,7 @@ static int build_body(run_ctx *x, const wl_item *it, char **out, int *max_tokens
     return *out ? 0 : -1;
 }
 
-static int issue(run_ctx *x, int phase, char *err, size_t errlen) {
+static int issue(run_ctx *x, int phase, double t_arrival, char *err, size_t errlen) {
     const ld_config *c = x->c;
     ld_result *res = x->res;
     int item = x->order[(x->next_order++) % c->wl->n];
@@ -325,14 +425,18 @@ static int issue(run_ctx *x, int phase, char *err, size_t errlen) {
     rq->item = item;
     rq->phase = phase;
     rq->ttft = rq->e2el = NAN;
+    rq->t_arrival = t_arrival;
     rq->inflight_at_send = x->inflight;
     xfer *t = calloc(1, sizeof *t);
     if (!t) return errf(err, errlen, "out of memory");
     t->x = x;
     t->rec = res->n_req;
-    t->usage_out = t->usage_in = -1;
+    t->usage_out = t->usage_in = t->cum_usage = -1;
     sse_init(&t->sse, on_event, t);
     if (build_body(x, &c->wl->items[item], &t->body, &rq->max_tokens)) { xfer_free(t); return errf(err, errlen, "out of memory"); }
+    /* what one response may send, from what it was asked for (load.h) */
+    t->max_events = (long)rq->max_tokens + LD_EXTRA_EVENTS;
+    t->max_bytes = ((size_t)rq->max_tokens + LD_EXTRA_EVENTS) * LD_BYTES_PER_TOKEN;
     t->h = curl_easy_init();
     if (!t->h) { xfer_free(t); return errf(err, errlen, "libcurl: cannot create a handle"); }
     char url[1200];
@@ -379,14 +483,19 @@ static int issue(run_ctx *x, int phase, char *err, size_t errlen) {
 
 static void finish_request(run_ctx *x, xfer *t, CURLcode rc) {
     ld_request *rq = &x->res->req[t->rec];
-    sse_finish(&t->sse);
+    if (!t->over_cap) sse_finish(&t->sse);
     double now = http_now();
-    rq->e2el = now - t->t_send_abs;
+    /* vLLM's latency: send → the last "choices" event (the usage chunk and
+     * [DONE] after it do not count); send → end of stream when none came */
+    rq->e2el = (t->chunks ? t->last_choice_abs : now) - t->t_send_abs;
     long st = 0;
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &st);
     rq->http_status = st;
     char b[800];
-    if (t->sse.err) {            /* a cap stopped the parser (libcurl then reports a write error) */
+    if (t->over_cap) {           /* more than max_tokens can explain (libcurl then reports a write error) */
+        rq->error = t->over_cap;
+        t->over_cap = NULL;
+    } else if (t->sse.err) {     /* a cap stopped the parser (libcurl then reports a write error) */
         snprintf(b, sizeof b, "%s; request abandoned", sse_error(&t->sse));
         rq->error = dup_s(b);
     } else if (rc != CURLE_OK) {
@@ -409,7 +518,8 @@ static void finish_request(run_ctx *x, xfer *t, CURLcode rc) {
         rq->error = dup_s(b);
     }
     rq->ok = rq->error == NULL;
-    rq->n_out = t->usage_out >= 0 ? t->usage_out : t->lp_tokens > 0 ? t->lp_tokens : t->chunks;
+    rq->n_out = t->usage_out >= 0 ? t->usage_out : t->lp_tokens > 0 ? t->lp_tokens : t->content_chunks;
+    spread_tokens(x, t, rq->n_out);
     rq->n_in = t->usage_in > 0 ? t->usage_in : 0;
     rq->text = t->text ? t->text : dup_s("");
     t->text = NULL;
@@ -603,29 +713,79 @@ static int drive(run_ctx *x, double t, char *err, size_t errlen) {
         if (phase != x->cur_phase) {
             x->cur_phase = phase;
             x->pending = 0;
+            x->arrq.n = x->arrq_head = 0;
             x->next_arrival = t;
+            x->phase_t0 = t;
         }
     }
     if (rate > 0) {
         while (t >= x->next_arrival && can_issue(x, t) && x->pending < 100000) {
             x->pending++;
+            dvec_push(&x->arrq, x->next_arrival);
             x->next_arrival += ld_interarrival(&x->rng, rate, c->burstiness);
         }
         while (x->pending > 0 && (c->max_concurrency <= 0 || x->inflight < c->max_concurrency)) {
             x->pending--;
-            if (issue(x, phase, err, errlen)) return -1;
+            double ta = x->arrq_head < x->arrq.n ? x->arrq.v[x->arrq_head++] : t;
+            if (x->arrq_head == x->arrq.n) x->arrq.n = x->arrq_head = 0;
+            if (issue(x, phase, isinf(rate) ? x->phase_t0 : ta, err, errlen)) return -1;
         }
     } else {
         while (x->inflight < conc && can_issue(x, t))
-            if (issue(x, phase, err, errlen)) return -1;
+            if (issue(x, phase, x->phase_t0, err, errlen)) return -1;
     }
     return 0;
+}
+
+int ld_api_key_check(const char *key, char *err, size_t errlen) {
+    if (!key) return 0;
+    if (!*key) return errf(err, errlen, "--api-key is empty");
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        if (*p < 0x20 || *p >= 0x7f)   /* CR/LF would inject headers; RFC 6750 tokens are printable ASCII */
+            return errf(err, errlen, "--api-key has a %s (byte 0x%02x at offset %ld): it is sent in an HTTP header, "
+                        "which takes printable ASCII only", *p == '\r' || *p == '\n' ? "line break" :
+                        *p < 0x20 || *p == 0x7f ? "control character" : "non-ASCII byte", *p,
+                        (long)(p - (const unsigned char *)key));
+    return 0;
+}
+
+/* Every interval's client_tps from the settled per-request token counts. */
+static void settle_client_tps(run_ctx *x) {
+    ld_result *res = x->res;
+    for (int i = 0; i < res->n_iv && (size_t)i < x->iv_dt.n; i++) {
+        double dt = x->iv_dt.v[i], tok = (size_t)i < x->iv_tok.n ? x->iv_tok.v[i] : 0;
+        res->iv[i].client_tps = dt > 0 ? tok / dt : NAN;
+    }
+}
+
+/* --spec-depth K > 0: did anything draft? Said when the counters show it did
+ * not, or when nothing can show it. */
+static void spec_depth_used_check(const ld_config *c, ld_result *res) {
+    if (c->spec_depth <= 0) return;
+    int ok = 0;
+    for (int i = 0; i < res->n_req; i++) ok += res->req[i].ok;
+    if (!ok) return;
+    if (res->has_totals && !isnan(res->totals.draft_tokens)) {
+        if (res->totals.draft_tokens > 0 || res->totals.num_drafts > 0) return;
+        res->spec_depth_unused = 1;
+        note_add(res, "WARNING: --spec-depth %d was sent, yet the server's draft counters did not move during the run "
+                 "(%d request(s) completed): it does not speculate (no drafter) or ignores \"spec_depth\"; this run is "
+                 "NOT speculative", c->spec_depth, ok);
+        return;
+    }
+    for (int i = 0; i < res->n_iv; i++) if (!isnan(res->iv[i].accept_len)) return;
+    res->spec_depth_unused = 2;
+    note_add(res, "WARNING: --spec-depth %d was sent, but nothing shows that the server drafted (%s): no draft counters "
+             "and no accept length in any interval; it may not speculate at all", c->spec_depth,
+             res->msrc == MSRC_NONE ? "no metrics source" : res->has_totals ? "its /metrics has no draft counters"
+                                                                             : "no interval gave an accept length");
 }
 
 int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
     *out = NULL;
     if (!c->wl || c->wl->n == 0) return errf(err, errlen, "load: no workload");
     if (c->interval_s <= 0) return errf(err, errlen, "load: --interval must be positive");
+    if (ld_api_key_check(c->api_key, err, errlen)) return -1;
     run_ctx x;
     memset(&x, 0, sizeof x);
     x.c = c;
@@ -695,6 +855,7 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
     if (!x.m) { sgl_tail_close(x.tail); free(x.order); free(res); return errf(err, errlen, "libcurl: multi init failed"); }
     x.start = now_t(&x);
     x.prev_t = x.iv_t0 = x.start;
+    x.next_arrival = x.phase_t0 = x.start;
     if (counter_src) scrape_now(&x);
     x.next_scrape = x.start + c->interval_s;
     res->t_first_send = NAN;
@@ -759,9 +920,14 @@ int ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen) {
         res->has_totals = res->msrc != MSRC_SGLANG;
     }
     spec_depth_check(c, res);
+    spec_depth_used_check(c, res);
     res->duration = isnan(res->t_first_send) ? 0 : t_last_done - res->t_first_send;
     progress(&x, now_t(&x), 1);
     cancel_all(&x);   /* stopped early (canary) or failed: what is still in flight */
+    settle_client_tps(&x);
+    dvec_free(&x.iv_tok);
+    dvec_free(&x.iv_dt);
+    dvec_free(&x.arrq);
     curl_multi_cleanup(x.m);
     sgl_tail_close(x.tail);
     free(x.order);

@@ -3,21 +3,29 @@
  * multi, measures TTFT / ITL / TPOT / E2E per request, and samples the
  * server's speculative-decoding metrics once per interval.
  *
- * Timing definitions (vLLM benchmark_serving's):
- *   TTFT  send → first content-bearing SSE chunk; a chunk bears content when
- *         its text (completions), delta.content or delta.reasoning_content /
- *         delta.reasoning (chat: reasoning models stream their thinking
- *         first) is non-empty
- *   ITL   gaps between successive content-bearing chunks (one sample per gap;
- *         a chunk carrying several tokens is one gap). Not comparable across
+ * Timing definitions (vLLM bench serve's):
+ *   TTFT  send → first SSE event with a non-empty "choices" array, even when
+ *         its text is empty (a chat role chunk counts, as in vLLM); text is
+ *         collected from text (completions), delta.content and
+ *         delta.reasoning_content / delta.reasoning (reasoning models)
+ *   ITL   gaps between successive such events (one sample per gap; a chunk
+ *         carrying several tokens is one gap). Not comparable across
  *         servers: specbed and vLLM send a speculative step's tokens as one
  *         chunk, llama-server one SSE event per token inside the step
  *   TPOT  (E2E − TTFT) ÷ (output tokens − 1), requests with ≥ 2 tokens:
  *         comparable across servers
- *   E2E   send → end of stream
+ *   E2E   send → the last such event (vLLM's "latency")
+ * These are vLLM's definitions (vllm/benchmarks/lib/endpoint_request_func.py):
+ * a "chunk" is an event with a non-empty "choices" array, whether or not its
+ * text is empty, and E2E ends at the last such chunk.
  * Output tokens: usage.completion_tokens when the server sends usage
  * (stream_options.include_usage is requested), else the tokens counted in
- * logprobs, else one per content chunk.
+ * logprobs, else one per chunk with text. An interval's client_tps spreads
+ * each request's output tokens over the intervals its chunks arrived in
+ * (interval.h).
+ * --api-key must be printable ASCII without CR/LF (ld_run refuses it
+ * otherwise: it is sent as a header). --spec-depth K > 0 against a server
+ * whose draft counters did not move is reported (spec_depth_unused).
  *
  * A request succeeds only when its stream ENDS: HTTP 200, no error event,
  * and a finish_reason, a usage chunk or "data: [DONE]" before the server
@@ -36,6 +44,14 @@
 typedef enum { EP_COMPLETIONS, EP_CHAT } ld_endpoint;
 
 #define LD_DEFAULT_MAX_TOKENS 128   /* a row without max_tokens, when --max-tokens is not given */
+/* What one response may send, relative to what it asked for: at most
+ * max_tokens + LD_EXTRA_EVENTS SSE events (a token per event at worst, plus a
+ * role chunk, a finish chunk, usage, [DONE]) and (max_tokens + LD_EXTRA_EVENTS)
+ * × LD_BYTES_PER_TOKEN bytes (20 top logprobs per token fit in a few KiB).
+ * A stream past either is abandoned and the request fails, saying which:
+ * an endless well-formed stream cannot grow the client. */
+#define LD_EXTRA_EVENTS 64
+#define LD_BYTES_PER_TOKEN (64u << 10)
 
 struct ld_request;
 
@@ -90,6 +106,9 @@ typedef struct ld_request {
     int item;                    /* workload row */
     int phase;                   /* profile phase, 0 otherwise */
     double t_send;               /* seconds since t = 0 */
+    double t_arrival;            /* when the shape made it due (open loop: its arrival; closed loop: its
+                                    phase's start, vLLM's rate-inf arrival); t_send − t_arrival is the
+                                    client-side queue time (vLLM's client_queue_time) */
     double ttft, e2el;           /* seconds; NaN when not reached */
     int n_out, n_in;             /* tokens (n_in 0 when the server sent no usage) */
     int ok;
@@ -123,6 +142,10 @@ typedef struct {
      * ignores the per-request override, or another client drafted meanwhile. */
     int spec_depth_ignored;
     double ignored_drafts, ignored_draft_tokens;   /* the counter movement (NaN for log sources) */
+    /* --spec-depth K > 0 sent, yet nothing drafted: the server's draft
+     * counters did not move (1), or nothing can tell (2: no draft counters,
+     * no accept lengths) — it may not speculate at all. */
+    int spec_depth_unused;
     char note[1600];             /* e.g. why metrics were unavailable */
 } ld_result;
 
@@ -130,4 +153,7 @@ typedef struct {
  * -1 = it could not run (no server, bad config), message in err. */
 int  ld_run(const ld_config *c, ld_result **out, char *err, size_t errlen);
 void ld_result_free(ld_result *r);
+/* 0 when key (NULL = none) can go into an Authorization header: printable
+ * ASCII, no CR/LF or other control characters; -1 with a message. */
+int  ld_api_key_check(const char *key, char *err, size_t errlen);
 #endif

@@ -21,7 +21,19 @@ void load_cli_defaults(load_cli *o);
 int  load_cli_opt(const char *cmd, int argc, char **argv, int *i, load_cli *o);
 /* Checks the combination; 0 ok, -1 (message printed). */
 int  load_cli_check(const char *cmd, load_cli *o);
+/* load's own option help (its defaults), for a command that prints every
+ * load option unchanged; load_cli_help() prints them with the command's own
+ * defaults and without the ones it documents itself or fixes. */
 extern const char LOAD_CLI_HELP[];
+typedef struct {
+    const char *const *omit;     /* NULL-terminated options not to list (the command's own, or fixed) */
+    const char *workload;        /* the --workload default in words; NULL = required */
+    const char *num_prompts;     /* the --num-prompts default, in words */
+    const char *max_tokens;      /* the --max-tokens default, in words */
+    double interval_s;           /* the --interval default */
+} load_help_spec;
+/* Each load option once, with the defaults in s. */
+void load_cli_help(FILE *f, const load_help_spec *s);
 /* Prints the vLLM-style result table. */
 void load_print_summary(FILE *f, const load_cli *o, const ld_result *r);
 #endif

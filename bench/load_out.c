@@ -146,11 +146,51 @@ static void peaks(const ld_result *r, double *max_tps, double *max_conc) {
     free(ev);
 }
 
-/* What an accept length from this source means (specbed_acceptance_length_definition). */
+/* What specbed_acceptance_length means for this source
+ * (specbed_acceptance_length_definition). */
 static const char *al_definition(const ld_result *r) {
     if (!r->has_totals) return "mean of the decode-log intervals' accept len (SGLang)";
-    if (!isnan(r->totals.steps)) return "committed tokens / sequence verify steps, bonus included (specbed counters)";
-    return "1 + accepted / drafts (vLLM's)";
+    if (!isnan(r->totals.steps))
+        return "committed tokens / sequence verify steps, bonus included, steps that drafted nothing counted (specbed "
+               "counters); per-position rates over the same steps";
+    return "1 + accepted / drafts (the source counts no verify steps: vLLM's definition)";
+}
+
+/* Python's json writes a float with a '.' or an exponent ("1.0"), an int
+ * without: the fields vLLM holds as floats keep that form when whole. */
+static int vllm_float_key(const char *k) {
+    static const char *const F[] = {"duration", "request_throughput", "request_goodput", "output_throughput",
+                                    "total_token_throughput", "max_output_tokens_per_s", "rtfx", "burstiness",
+                                    "request_rate", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+                                    "spec_decode_per_position_acceptance_rates", "latencies", "queue_times", NULL};
+    for (int i = 0; F[i]; i++) if (!strcmp(k, F[i])) return 1;
+    size_t n = strlen(k);
+    return n > 3 && !strcmp(k + n - 3, "_ms") &&
+           (!strncmp(k, "mean_", 5) || !strncmp(k, "median_", 7) || !strncmp(k, "std_", 4) || k[0] == 'p');
+}
+
+void ld_summary_float_form(cJSON *j) {
+    for (cJSON *c = j ? j->child : NULL; c; c = c->next) {
+        if (!c->string || !vllm_float_key(c->string)) continue;
+        if (cJSON_IsArray(c)) {
+            for (cJSON *e = c->child, *nx; e; e = nx) {
+                nx = e->next;
+                if (cJSON_IsNumber(e) && isfinite(e->valuedouble) && e->valuedouble == floor(e->valuedouble)) {
+                    char b[64];
+                    snprintf(b, sizeof b, fabs(e->valuedouble) < 1e16 ? "%.1f" : "%.17g", e->valuedouble);
+                    cJSON *raw = cJSON_CreateRaw(b);
+                    if (raw && !cJSON_ReplaceItemViaPointer(c, e, raw)) cJSON_Delete(raw);
+                }
+            }
+        } else if (cJSON_IsNumber(c) && isfinite(c->valuedouble) && c->valuedouble == floor(c->valuedouble)) {
+            char b[64];
+            snprintf(b, sizeof b, fabs(c->valuedouble) < 1e16 ? "%.1f" : "%.17g", c->valuedouble);
+            cJSON *raw = cJSON_CreateRaw(b);
+            if (!raw) continue;
+            if (cJSON_ReplaceItemInObjectCaseSensitive(j, c->string, raw)) c = raw;   /* c is freed */
+            else cJSON_Delete(raw);
+        }
+    }
 }
 
 cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc) {
@@ -164,8 +204,12 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddStringToObject(j, "date", date);
     cJSON_AddStringToObject(j, "endpoint_type", backend);
     cJSON_AddStringToObject(j, "backend", backend);
+    cJSON_AddNullToObject(j, "label");           /* vLLM: args.label, None unless --label */
     cJSON_AddStringToObject(j, "model_id", r->model);
-    cJSON_AddNumberToObject(j, "num_prompts", c->num_prompts);
+    /* vLLM: the tokenizer it counted with, None under --skip-tokenizer-init;
+     * specbed counts no tokens client-side (usage.completion_tokens) */
+    cJSON_AddNullToObject(j, "tokenizer_id");
+    cJSON_AddNumberToObject(j, "num_prompts", c->num_prompts > 0 ? c->num_prompts : r->n_req);
     if (c->use_profile) {
         char b[1024];
         ld_profile_format(&c->profile, b, sizeof b);
@@ -226,8 +270,19 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     add_num(j, "total_token_throughput", dur > 0 ? (tin + tout) / dur : NAN);
     double max_tps, max_conc;
     peaks(r, &max_tps, &max_conc);
+    /* per request, every one sent (vLLM writes these even without
+     * --save-detailed): latency = E2E (0 for a failed request, vLLM's
+     * default), queue time = send − arrival (vLLM's client_queue_time) */
+    cJSON *lat = cJSON_AddArrayToObject(j, "latencies"), *qt = cJSON_AddArrayToObject(j, "queue_times");
+    for (int i = 0; i < r->n_req; i++) {
+        const ld_request *q = &r->req[i];
+        cJSON_AddItemToArray(lat, cJSON_CreateNumber(q->ok && !isnan(q->e2el) ? q->e2el : 0.0));
+        double w = q->t_send - q->t_arrival;
+        cJSON_AddItemToArray(qt, cJSON_CreateNumber(isnan(w) || w < 0 ? 0.0 : w));
+    }
     add_num(j, "max_output_tokens_per_s", max_tps);
     add_num(j, "max_concurrent_requests", max_conc);
+    cJSON_AddNumberToObject(j, "rtfx", 0.0);     /* vLLM: input audio seconds ÷ duration; no audio here */
     add_dist(j, "ttft", &ttft, pc);
     add_dist(j, "tpot", &tpot, pc);
     add_dist(j, "itl", &itl, pc);
@@ -245,20 +300,25 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
         sum_al += a;
         n_al++;
     }
+    /* vLLM's spec_decode_* fields hold vLLM's numbers by vLLM's formulas
+     * (vllm/benchmarks/serve.py, benchmark(): written when the draft token
+     * counter moved): acceptance rate = accepted ÷ draft tokens in percent,
+     * acceptance length = 1 + accepted ÷ drafts, per-position rate =
+     * accepted at i ÷ drafts. specbed's own accept length (committed tokens
+     * ÷ verify steps, so steps in which nothing was drafted count) is
+     * specbed_acceptance_length. A source without counters (SGLang logs)
+     * gets no vLLM field: vLLM's bench would write none. */
     const mtotals *t = &r->totals;
     int spec_totals = r->has_totals && t->draft_tokens > 0;
     if (spec_totals) {
         add_num(j, "spec_decode_acceptance_rate", t->accept_rate * 100.0);
-        add_num(j, "spec_decode_acceptance_length", t->accept_len);
+        add_num(j, "spec_decode_acceptance_length", t->vllm_accept_len);
         add_num(j, "spec_decode_num_drafts", t->num_drafts);
         add_num(j, "spec_decode_draft_tokens", t->draft_tokens);
         add_num(j, "spec_decode_accepted_tokens", t->accepted);
         cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
-        for (int i = 0; i < t->n_pos; i++)
-            cJSON_AddItemToArray(pp, isnan(t->pos_rate[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(t->pos_rate[i]));
-    } else if (!r->has_totals && n_al) {
-        /* SGLang logs give no counts: the mean over intervals is the best available. */
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", sum_al / n_al);
+        for (int i = 0; i < t->vllm_n_pos; i++)
+            cJSON_AddItemToArray(pp, isnan(t->vllm_pos_rate[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(t->vllm_pos_rate[i]));
     }
 
     /* specbed's own fields: everything vLLM bench serve does not write */
@@ -270,6 +330,8 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddNumberToObject(j, "specbed_seed", (double)c->seed);
     cJSON_AddNumberToObject(j, "specbed_interval_s", c->interval_s);
     if (c->spec_depth >= 0) cJSON_AddNumberToObject(j, "specbed_spec_depth", c->spec_depth);
+    if (c->spec_depth > 0)   /* 1: the draft counters did not move; 2: nothing could show it drafted */
+        cJSON_AddNumberToObject(j, "specbed_spec_depth_unused", r->spec_depth_unused);
     if (c->spec_depth == 0) {
         cJSON_AddBoolToObject(j, "specbed_spec_depth_ignored", r->spec_depth_ignored);
         if (r->spec_depth_ignored) {
@@ -286,6 +348,13 @@ cJSON *ld_summary_json(const ld_config *c, const ld_result *r, const ld_pcts *pc
     cJSON_AddNumberToObject(j, "specbed_truncated_streams", truncated);
     cJSON_AddNumberToObject(j, "specbed_completed_with_reasoning", with_reasoning);
     if (spec_totals && !isnan(t->steps)) add_num(j, "specbed_num_verify_steps", t->steps);
+    if (spec_totals) {
+        add_num(j, "specbed_acceptance_length", t->accept_len);
+        cJSON *sp = cJSON_AddArrayToObject(j, "specbed_per_position_acceptance_rates");
+        for (int i = 0; i < t->n_pos; i++)
+            cJSON_AddItemToArray(sp, isnan(t->pos_rate[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(t->pos_rate[i]));
+    } else if (!r->has_totals && n_al)
+        add_num(j, "specbed_acceptance_length", sum_al / n_al);   /* SGLang logs give no counts: the interval mean */
     if (spec_totals || (!r->has_totals && n_al))
         cJSON_AddStringToObject(j, "specbed_acceptance_length_definition", al_definition(r));
     iv_basis basis = IV_BASIS_CLIENT;
@@ -380,6 +449,7 @@ int ld_write_outputs(const char *dir, const ld_config *c, const ld_result *r, co
     if (write_outputs_jsonl(p, c, r, err, errlen)) return -1;
     cJSON *j = ld_summary_json(c, r, pc);
     if (!j) return errf(err, errlen, "out of memory");
+    ld_summary_float_form(j);
     snprintf(p, sizeof p, "%s/summary.json", dir);
     int rc = ld_write_json(p, j, err, errlen);
     cJSON_Delete(j);

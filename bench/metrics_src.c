@@ -12,7 +12,7 @@ void iv_row_clear(iv_row *r) {
     memset(r, 0, sizeof *r);
     r->t_start = r->t_end = NAN;
     r->running = r->waiting = r->accept_len = r->accept_rate = r->gen_tps = NAN;
-    r->drafts = r->draft_tokens = r->accepted = NAN;
+    r->drafts = r->num_drafts = r->verify_steps = r->draft_tokens = r->accepted = NAN;
     r->inflight = r->client_tps = NAN;
 }
 
@@ -204,8 +204,12 @@ void msnap_totals(const msnap *a, const msnap *b, mtotals *out) {
     if (by_steps && steps > 0) out->accept_len = committed / steps;
     else if (!by_steps && out->drafts > 0 && !isnan(out->accepted)) out->accept_len = 1.0 + out->accepted / out->drafts;
     if (out->draft_tokens > 0 && !isnan(out->accepted)) out->accept_rate = out->accepted / out->draft_tokens;
-    for (int i = 0; i < IV_MAX_POS; i++) out->pos_rate[i] = NAN;
-    if (!(out->drafts > 0)) return;
+    /* vLLM: 1 + accepted / drafts if drafts > 0 else 0.0 (vllm/benchmarks/serve.py) */
+    out->vllm_accept_len = NAN;
+    if (!isnan(out->num_drafts) && !isnan(out->accepted))
+        out->vllm_accept_len = out->num_drafts > 0 ? 1.0 + out->accepted / out->num_drafts : 0.0;
+    for (int i = 0; i < IV_MAX_POS; i++) out->pos_rate[i] = out->vllm_pos_rate[i] = NAN;
+    if (!(out->drafts > 0) && !(out->num_drafts > 0)) return;
     unsigned any = a->pos_mask | b->pos_mask;
     int n = 0;
     for (int i = 0; i < IV_MAX_POS; i++) if (any >> i & 1) n = i + 1;
@@ -218,6 +222,14 @@ void msnap_totals(const msnap *a, const msnap *b, mtotals *out) {
         double vb = in_b ? b->per_pos[i] : va;              /* vanished: no change (vLLM's rule) */
         dp[i] = delta(va, vb);
     }
+    /* vLLM's list: every position seen, over num_drafts, no pruning
+     * (vllm/benchmarks/serve.py, benchmark(): per_pos_rates) */
+    if (out->num_drafts > 0)
+        for (int i = 0; i < n; i++) {
+            if (!((a->pos_mask | b->pos_mask) >> i & 1)) continue;   /* vLLM lists the positions seen, in order */
+            out->vllm_pos_rate[out->vllm_n_pos++] = isnan(dp[i]) ? NAN : dp[i] / out->num_drafts;
+        }
+    if (!(out->drafts > 0)) return;
     int deepest = deepest_drafted(dp, n, out->num_drafts, out->draft_tokens);
     for (int i = 0; i <= deepest && i < n; i++) {
         out->pos_rate[i] = isnan(dp[i]) ? NAN : dp[i] / out->drafts;
@@ -274,6 +286,8 @@ void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, doub
     mtotals t;
     msnap_totals(a, b, &t);
     r->drafts = t.drafts;
+    r->num_drafts = t.num_drafts;
+    r->verify_steps = t.steps;
     r->draft_tokens = t.draft_tokens;
     r->accepted = t.accepted;
     r->accept_len = t.accept_len;

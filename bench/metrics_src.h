@@ -27,7 +27,7 @@
  * Π_{j≤i} α_j. Where the server also counts sequence verify steps and the
  * tokens they committed (specbed), those are used instead: accept length =
  * Δcommitted ÷ Δsteps and the per-position denominator is Δsteps, so steps
- * in which the drafter proposed nothing count too (DESIGN §4), and
+ * in which the drafter proposed nothing count too, and
  * 1 + Σ_i rate_i equals the measured accept length at the depth run.
  *
  * Ranks. A source that labels its series by rank (vLLM's engine="i";
@@ -89,16 +89,30 @@ int msnap_parse(msrc_kind k, const char *text, msnap *out, char *err, size_t err
 void msnap_interval(msrc_kind k, const msnap *a, const msnap *b, double t0, double t1, iv_row *out);
 
 /* Whole-run totals b − a, as acceptance length / rate / per-position rates
- * (NaN when no drafts). */
+ * (NaN when no drafts), in two definitions:
+ *   vLLM's (`vllm bench serve`, vllm/benchmarks/serve.py, benchmark():
+ *     spec_decode_stats): acceptance length = 1 + Δaccepted ÷ Δnum_drafts
+ *     (0 when no drafts), per-position rate i = Δaccepted_at[i] ÷ Δnum_drafts
+ *     for every position whose series is in either snapshot (a series absent
+ *     from the end snapshot counts as unchanged) — what summary.json writes
+ *     under vLLM's spec_decode_* names;
+ *   specbed's: committed ÷ verify steps where the source counts steps (a
+ *     step in which the drafter proposed nothing counts), per-position ÷ the
+ *     same denominator, positions the run provably never drafted left out
+ *     (top of this file) — summary.json's specbed_* names, and every
+ *     interval row. Where the source has no step counters the two agree. */
 typedef struct {
-    double drafts;               /* the accept-length denominator: verify steps where counted, else drafts */
+    double drafts;               /* specbed's accept-length denominator: verify steps where counted, else num_drafts */
     double num_drafts;           /* Δ …_num_drafts_total: proposals verified (vLLM's spec_decode_num_drafts) */
     double steps;                /* Δ sequence verify steps (specbed); NaN where the source has none */
     double draft_tokens, accepted;
-    double accept_len;           /* committed ÷ steps, else 1 + accepted ÷ drafts */
+    double accept_len;           /* specbed's: committed ÷ steps, else 1 + accepted ÷ drafts */
     double accept_rate;          /* accepted ÷ draft tokens, a FRACTION (summary.json prints vLLM's percent) */
     int n_pos;
-    double pos_rate[IV_MAX_POS]; /* NaN = position not reported (see the top of this file) */
+    double pos_rate[IV_MAX_POS]; /* specbed's; NaN = position not reported (see the top of this file) */
+    double vllm_accept_len;      /* vLLM's 1 + accepted ÷ num_drafts (0 when num_drafts is 0); NaN unknown */
+    int vllm_n_pos;
+    double vllm_pos_rate[IV_MAX_POS];   /* vLLM's accepted_at[i] ÷ num_drafts, every position seen */
 } mtotals;
 void msnap_totals(const msnap *a, const msnap *b, mtotals *out);
 #endif

@@ -2,6 +2,7 @@
 #include "workload.h"
 #include "errmsg.h"
 #include "file.h"
+#include "input_file.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -152,7 +153,10 @@ int workload_load(workload **out, const char *s, char *err, size_t errlen) {
     if (workload_resolve(s, path, sizeof path))
         return errf(err, errlen, "workload '%s': %s not found (a bare NAME means workloads/NAME.jsonl)", s, path);
     char *buf;
-    if (read_file(path, 1u << 30, &buf, NULL, err, errlen)) return -1;
+    /* the limit before a byte is read (a regular file's size), and while
+     * reading (a pipe): --workload /dev/zero is refused at once */
+    if (input_file_check(path, WL_MAX_BYTES, "workload", err, errlen)) return -1;
+    if (read_file(path, WL_MAX_BYTES, &buf, NULL, err, errlen)) return -1;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     char name[256];

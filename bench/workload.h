@@ -1,4 +1,4 @@
-/* workload.h — prompt suites from JSONL (DESIGN §3): one request per line,
+/* workload.h — prompt suites from JSONL: one request per line,
  * {"prompt": "..."} (completion) or {"turns": ["...", ...]} (Spec-Bench,
  * MT-Bench, DeepSpec eval sets) or {"messages": [{"role","content"}...]},
  * with optional "id" (or "question_id"), "category", "max_tokens", and the
@@ -30,6 +30,9 @@ typedef struct {
 
 /* Resolves name_or_path into out; 0 when the file exists. */
 int  workload_resolve(const char *name_or_path, char *out, size_t outlen);
+/* The file is checked before it is read (input_file.h): at most
+ * WL_MAX_BYTES (64 MiB), a regular file or a pipe — --workload /dev/zero
+ * is refused at once. */
 int  workload_load(workload **out, const char *name_or_path, char *err, size_t errlen);
 /* Parses JSONL text already in memory (name used in messages and ids). */
 int  workload_parse(workload **out, const char *name, const char *text, char *err, size_t errlen);

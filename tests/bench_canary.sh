@@ -39,11 +39,21 @@ cd "$ROOT"
 T 60 "$BIN" load --url "$URL" --workload "$WL" --num-prompts 8 --concurrency 4 --max-tokens 16 --interval 0.5 \
     --out "$WORK/load" --quiet >"$WORK/load.txt" 2>&1 || fail "load exited $? ($(tail -3 "$WORK/load.txt"))"
 for f in requests.csv intervals.csv summary.json outputs.jsonl; do [ -s "$WORK/load/$f" ] || fail "load: no $f"; done
+grep -Eq '^completed +8$' "$WORK/load.txt" || fail "load: counts not printed as integers: $(grep '^completed' "$WORK/load.txt")"
 grep -q '"completed":[[:space:]]*8' "$WORK/load/summary.json" || fail "load: not 8 completed: $(cat "$WORK/load/summary.json")"
 grep -q '"specbed_metrics_source":[[:space:]]*"specbed"' "$WORK/load/summary.json" || fail "load: metrics source not detected"
 grep -q '"spec_decode_per_position_acceptance_rates"' "$WORK/load/summary.json" || fail "load: no per-position rates (vLLM's key)"
 grep -q '"specbed_metrics_scrapes_failed":[[:space:]]*0' "$WORK/load/summary.json" || fail "load: scrapes failed against a healthy server"
 grep -Eq '"spec_decode_acceptance_length":[[:space:]]*[2-5]([.,]|$)' "$WORK/load/summary.json" || fail "load: no accept length"
+
+# --help lists each option once, with the default the command applies
+for cmd in canary load; do
+  dups=$("$BIN" $cmd --help | grep -o '^  --[a-z-]*' | sort | uniq -d | tr '\n' ' ')
+  [ -z "$dups" ] || fail "$cmd --help lists more than once: $dups"
+done
+"$BIN" canary --help | grep -Eq -- '^  --interval S .*\(default 2\)' || fail "canary --help: --interval default is not 2"
+"$BIN" canary --help | grep -Eq -- '^  --max-tokens N .*\(default: 64\)' || fail "canary --help: --max-tokens default is not 64"
+"$BIN" load --help | grep -Eq -- '^  --interval S .*\(default 5\)' || fail "load --help: --interval default is not 5"
 
 # first clean canary: its scores are the clean level for --calibrate
 set +e
@@ -97,4 +107,14 @@ set +e
 "$BIN" canary --url http://127.0.0.1:9 --duration 1 --out "$WORK/c4" >/dev/null 2>&1; rc=$?
 set -e
 [ "$rc" = 2 ] || fail "canary against no server exited $rc (want 2)"
+[ ! -e "$WORK/c4" ] || fail "a canary that could not run left $WORK/c4 behind: $(ls -la "$WORK/c4")"
+# input limits are checked before anything is read: a device is refused at once
+set +e
+T 10 "$BIN" canary --intervals /dev/zero >"$WORK/zero.txt" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "not a regular file" "$WORK/zero.txt" || fail "canary --intervals /dev/zero exited $rc: $(cat "$WORK/zero.txt")"
+set +e
+T 10 "$BIN" load --url http://127.0.0.1:9 --workload /dev/zero >"$WORK/zero2.txt" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "not a regular file" "$WORK/zero2.txt" || fail "load --workload /dev/zero exited $rc: $(cat "$WORK/zero2.txt")"
 echo "bench_canary: ok"

@@ -45,7 +45,10 @@
 
 typedef enum {
     HS_NORMAL, HS_ENDLESS_LINE, HS_ENDLESS_EVENT, HS_TRUNCATED, HS_ENDLESS_METRICS, HS_REASONING,
-    HS_IGNORES_DEPTH, HS_HONORS_DEPTH
+    HS_IGNORES_DEPTH, HS_HONORS_DEPTH,
+    HS_ENDLESS_TOKENS,   /* well-formed token chunks that never end */
+    HS_MULTI_TOKEN,      /* three chunks carrying nine tokens (usage says 9): a speculative server's shape */
+    HS_NO_DRAFTER        /* draft counters that never move, whatever "spec_depth" asks */
 } hs_mode;
 
 typedef struct {
@@ -54,6 +57,7 @@ typedef struct {
     atomic_long drafted_requests;    /* requests that "speculated": the draft counters follow them */
     atomic_long metrics_bytes;       /* the most one /metrics reply sent */
     atomic_long top_p_bodies;        /* completion requests that carried "top_p" */
+    atomic_long stream_bytes;        /* the most one endless token stream sent */
     char *sse;                       /* reasoning mode: the fixture stream */
 } hs_server;
 
@@ -83,6 +87,33 @@ static void normal_stream(int fd) {
                  "data: [DONE]\n\n");
 }
 
+/* Three chunks of three tokens each (a speculative step per chunk), usage 9. */
+static void multi_token_stream(int fd) {
+    if (send_str(fd, SSE_HEAD)) return;
+    static const char *const tok[3] = {"a b c", " d e f", " g h i"};
+    char b[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(b, sizeof b, "data: {\"choices\":[{\"index\":0,\"text\":\"%s\",\"finish_reason\":%s}]}\n\n", tok[i],
+                 i == 2 ? "\"length\"" : "null");
+        if (send_str(fd, b)) return;
+        usleep(30 * 1000);
+    }
+    send_str(fd, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,\"total_tokens\":14}}\n\n"
+                 "data: [DONE]\n\n");
+}
+
+/* Token chunks, well-formed, forever (until the client leaves or 1 GiB). */
+static void endless_tokens(hs_server *s, int fd) {
+    static const char ev[] = "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n";
+    enum { N = 64 };
+    static char buf[N * (sizeof ev - 1)];
+    for (int i = 0; i < N; i++) memcpy(buf + i * (sizeof ev - 1), ev, sizeof ev - 1);
+    if (send_str(fd, SSE_HEAD)) return;
+    long sent = 0;
+    while (!atomic_load(&s->http.stop) && sent < (1L << 30) && !fh_send_all(fd, buf, sizeof buf)) sent += (long)sizeof buf;
+    if (sent > atomic_load(&s->stream_bytes)) atomic_store(&s->stream_bytes, sent);
+}
+
 /* Streams filler until the client goes away, the server stops, or a hard limit. */
 static void endless(hs_server *s, int fd, const char *head, char fill, size_t line, long limit) {
     enum { CH = 64 * 1024 };
@@ -103,7 +134,10 @@ static void metrics(hs_server *s, int fd) {
                        "specbed:spec_decode_num_drafts_total 1\n# ", 'x', 0, 1L << 30);
         return;
     }
-    if (s->mode != HS_IGNORES_DEPTH && s->mode != HS_HONORS_DEPTH) { send_json(fd, 404, "{\"error\":\"no metrics\"}"); return; }
+    if (s->mode != HS_IGNORES_DEPTH && s->mode != HS_HONORS_DEPTH && s->mode != HS_NO_DRAFTER) {
+        send_json(fd, 404, "{\"error\":\"no metrics\"}");
+        return;
+    }
     long n = atomic_load(&s->drafted_requests);
     char body[2048];
     /* vLLM's names: 4 drafts of 3 tokens per request, 8 accepted (accept length 3) */
@@ -157,6 +191,15 @@ static void completion(hs_server *s, int fd, const char *body) {
     }
     case HS_REASONING:
         reasoning(s, fd);
+        return;
+    case HS_ENDLESS_TOKENS:
+        endless_tokens(s, fd);
+        return;
+    case HS_MULTI_TOKEN:
+        multi_token_stream(fd);
+        return;
+    case HS_NO_DRAFTER:
+        normal_stream(fd);   /* and the draft counters stay where they are */
         return;
     default:
         if (strstr(body, "\"top_p\":")) atomic_fetch_add(&s->top_p_bodies, 1);
@@ -320,13 +363,20 @@ static void test_reasoning(const char *tmp) {
     if (r && r->n_req == 1) {
         const ld_request *q = &r->req[0];
         CHECKF(q->ok, "reasoning stream failed: %s", err_of(r, 0));
-        /* events 120 ms apart: the role chunk (empty) at 0, reasoning from
-         * 120 ms, content from 480 ms — TTFT is the first reasoning chunk */
-        CHECKF(q->ttft > 0.09 && q->ttft < 0.36, "TTFT %.3f s, want ~0.12 (first reasoning chunk)", q->ttft);
+        /* events 120 ms apart: the role chunk (empty content) at 0,
+         * reasoning from 120 ms, content from 480 ms, the finish chunk
+         * (empty delta) at 720 ms, usage at 840 ms. vLLM's TTFT is the first
+         * event with "choices", text or not: the role chunk
+         * (vllm/benchmarks/lib/endpoint_request_func.py); its latency ends
+         * at the last such event, the finish chunk */
+        CHECKF(q->ttft < 0.09, "TTFT %.3f s, want ~0 (the role chunk, as vLLM takes it)", q->ttft);
+        CHECKF(q->e2el > 0.65 && q->e2el < 0.80, "E2E %.3f s, want ~0.72 (the finish chunk, not the usage after it)",
+               q->e2el);
         CHECKF(!strcmp(q->text, "Hello there!"), "text '%s'", q->text);
         CHECKF(q->reasoning && !strcmp(q->reasoning, "The user wants a greeting. Keep it short."), "reasoning '%s'",
                q->reasoning ? q->reasoning : "(null)");
-        CHECK(q->n_itl == 4 && q->n_out == 9 && q->finish_reason && !strcmp(q->finish_reason, "stop"));
+        CHECKF(q->n_itl == 6 && q->n_out == 9 && q->finish_reason && !strcmp(q->finish_reason, "stop"),
+               "%d ITL gaps (want 6: seven events with choices), %d tokens", q->n_itl, q->n_out);
         ld_pcts pc;
         ld_pcts_parse("50", &pc, NULL, 0);
         char dir[512], p[600];
@@ -378,6 +428,123 @@ static void test_spec_depth_ignored(void) {
     CHECK(r && r->has_totals && !r->spec_depth_ignored);
     ld_result_free(r);
     hs_stop(&s);
+}
+
+/* A well-formed stream that never ends: the request fails once it has sent
+ * more events than max_tokens can explain, fast, and the client stops
+ * reading (issue 37: 2.1 GB received for 4 streams that asked for 16 tokens). */
+static void test_endless_tokens(void) {
+    hs_server s;
+    if (hs_start(&s, HS_ENDLESS_TOKENS)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.http.url);
+    c.num_prompts = 2;
+    c.concurrency = 2;
+    c.max_tokens = 16;
+    ld_result *r = NULL;
+    char err[512];
+    double t0 = now_s();
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    double dt = now_s() - t0;
+    CHECK(r && r->n_req == 2);
+    for (int i = 0; r && i < r->n_req; i++)
+        CHECKF(!r->req[i].ok && strstr(err_of(r, i), "more than 80 SSE events for max_tokens 16"), "request %d: %s", i,
+               err_of(r, i));
+    CHECKF(dt < 10, "took %.1f s", dt);
+    hs_stop(&s);
+    /* what the server got rid of: 80 events plus what loopback buffers, not gigabytes */
+    CHECKF(atomic_load(&s.stream_bytes) < (64L << 20), "the server sent %ld bytes of one stream",
+           atomic_load(&s.stream_bytes));
+    ld_result_free(r);
+}
+
+/* A chunk that carries three tokens counts three in client_tps: the
+ * intervals add up to the usage count, not to the chunks. */
+static void test_client_tokens(void) {
+    hs_server s;
+    if (hs_start(&s, HS_MULTI_TOKEN)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.http.url);
+    c.num_prompts = 6;
+    c.concurrency = 2;
+    c.interval_s = 0.05;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    double tok = 0;
+    int ok = 0;
+    for (int i = 0; r && i < r->n_req; i++) ok += r->req[i].ok && r->req[i].n_out == 9;
+    for (int i = 0; r && i < r->n_iv; i++)
+        if (!isnan(r->iv[i].client_tps)) tok += r->iv[i].client_tps * (r->iv[i].t_end - r->iv[i].t_start);
+    CHECKF(ok == 6, "%d of 6 requests ok with 9 tokens", ok);
+    CHECKF(r && r->n_iv >= 2 && fabs(tok - 54) < 0.5, "client tokens over %d interval(s): %.2f, want 54 (6 x 9 by usage, "
+           "not 18 chunks)", r ? r->n_iv : 0, tok);
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+/* --spec-depth 3 against a server whose draft counters never move: said,
+ * not silent; a server that drafts is not accused. */
+static void test_spec_depth_unused(void) {
+    hs_server s;
+    if (hs_start(&s, HS_NO_DRAFTER)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.http.url);
+    c.num_prompts = 3;
+    c.msrc = MSRC_AUTO;
+    c.spec_depth = 3;
+    ld_result *r = NULL;
+    char err[512];
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECKF(r && r->has_totals && r->spec_depth_unused == 1, "unused %d", r ? r->spec_depth_unused : -1);
+    CHECK(r && strstr(r->note, "WARNING: --spec-depth 3") && strstr(r->note, "did not move"));
+    ld_pcts pc;
+    ld_pcts_parse("99", &pc, NULL, 0);
+    cJSON *j = r ? ld_summary_json(&c, r, &pc) : NULL;
+    CHECK(json_num(j, "specbed_spec_depth_unused") == 1);
+    cJSON_Delete(j);
+    ld_result_free(r);
+    hs_stop(&s);
+    if (hs_start(&s, HS_HONORS_DEPTH)) { CHECK(0); return; }
+    cfg(&c, s.http.url);
+    c.num_prompts = 3;
+    c.msrc = MSRC_AUTO;
+    c.spec_depth = 3;
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECK(r && r->has_totals && !r->spec_depth_unused);
+    ld_result_free(r);
+    hs_stop(&s);
+    /* no metrics at all: nothing can tell, and that is said too */
+    if (hs_start(&s, HS_NORMAL)) { CHECK(0); return; }
+    cfg(&c, s.http.url);
+    c.spec_depth = 3;
+    CHECKF(!ld_run(&c, &r, err, sizeof err), "%s", err);
+    CHECKF(r && r->spec_depth_unused == 2 && strstr(r->note, "nothing shows"), "unused %d, note %s",
+           r ? r->spec_depth_unused : -1, r ? r->note : "");
+    ld_result_free(r);
+    hs_stop(&s);
+}
+
+/* An API key with CR/LF (or any control character) is refused before
+ * anything is sent: it would inject headers. */
+static void test_api_key(void) {
+    char err[256];
+    CHECK(!ld_api_key_check(NULL, err, sizeof err) && !ld_api_key_check("sk-abc_123.XYZ", err, sizeof err));
+    CHECK(ld_api_key_check("abc\r\nX-Injected: 1", err, sizeof err) && strstr(err, "line break"));
+    CHECK(ld_api_key_check("abc\tdef", err, sizeof err) && strstr(err, "control character"));
+    CHECK(ld_api_key_check("", err, sizeof err));
+    hs_server s;
+    if (hs_start(&s, HS_NORMAL)) { CHECK(0); return; }
+    ld_config c;
+    cfg(&c, s.http.url);
+    c.api_key = "k\r\nX-Injected: yes";
+    ld_result *r = NULL;
+    CHECK(ld_run(&c, &r, err, sizeof err) == -1 && r == NULL && strstr(err, "--api-key"));
+    hs_stop(&s);
+    char a0[] = "load", a1[] = "--api-key", a2[] = "k\nX: y", a3[] = "--url", a4[] = "http://127.0.0.1:9",
+         a5[] = "--workload", a6[] = "code";
+    char *argv[] = {a0, a1, a2, a3, a4, a5, a6};
+    CHECK(cmd_load(7, argv) == 2);
 }
 
 static void test_canary_spec_check(const char *tmp) {
@@ -456,6 +623,10 @@ int main(void) {
     test_reasoning(tmp);
     test_spec_depth_ignored();
     test_top_p();
+    test_endless_tokens();
+    test_client_tokens();
+    test_spec_depth_unused();
+    test_api_key();
     test_canary_spec_check(tmp);
     fprintf(stderr, "test_bench_hostile: %.1f s\n", now_s() - t0);
     http_cleanup();

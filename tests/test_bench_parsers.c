@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "input_file.h"
 #include "interval_csv.h"
 #include "metrics_sglang.h"
 #include "metrics_src.h"
@@ -207,6 +208,56 @@ static void test_specbed_interval(void) {
     mtotals t;
     msnap_totals(&a, &b, &t);
     CHECK(NEAR(t.accept_len, 4.0) && t.n_pos == 4);
+}
+
+/* The two accept-length definitions on one hand-built counter set where
+ * verify steps outnumber drafts (an ngram drafter that finds no match in
+ * some steps: issue 37's 447 steps, 305 drafts, 182 accepted at position 0):
+ * vLLM's names get vLLM's numbers (vllm/benchmarks/serve.py: 1 + accepted ÷
+ * drafts, accepted at i ÷ drafts), specbed's get committed ÷ steps. */
+static void test_two_definitions(void) {
+    static const char A[] =
+        "specbed:spec_decode_num_drafts_total 0\n"
+        "specbed:spec_decode_num_draft_tokens_total 0\n"
+        "specbed:spec_decode_num_accepted_tokens_total 0\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 0\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 0\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 0\n"
+        "specbed:spec_decode_num_verify_steps_total 0\n"
+        "specbed:spec_decode_num_committed_tokens_total 0\n";
+    static const char B[] =
+        "specbed:spec_decode_num_drafts_total 305\n"
+        "specbed:spec_decode_num_draft_tokens_total 900\n"
+        "specbed:spec_decode_num_accepted_tokens_total 371\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 182\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 120\n"
+        "specbed:spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 69\n"
+        "specbed:spec_decode_num_verify_steps_total 447\n"
+        "specbed:spec_decode_num_committed_tokens_total 818\n";
+    msnap a, b;
+    char err[256];
+    CHECKF(!msnap_parse(MSRC_SPECBED, A, &a, err, sizeof err) && !msnap_parse(MSRC_SPECBED, B, &b, err, sizeof err), "%s", err);
+    mtotals t;
+    msnap_totals(&a, &b, &t);
+    CHECKF(NEAR(t.vllm_accept_len, 1 + 371.0 / 305), "vLLM acceptance length %g, want 1 + 371/305 = 2.216", t.vllm_accept_len);
+    CHECKF(NEAR(t.accept_len, 818.0 / 447), "specbed acceptance length %g, want 818/447 = 1.830", t.accept_len);
+    CHECK(t.vllm_n_pos == 3 && NEAR(t.vllm_pos_rate[0], 182.0 / 305) && NEAR(t.vllm_pos_rate[2], 69.0 / 305));
+    CHECK(t.n_pos == 3 && NEAR(t.pos_rate[0], 182.0 / 447) && NEAR(t.pos_rate[1], 120.0 / 447));
+    CHECK(NEAR(t.num_drafts, 305) && NEAR(t.steps, 447) && NEAR(t.accept_rate, 371.0 / 900));
+    /* the interval row carries both counters, each under its own name */
+    iv_row r;
+    msnap_interval(MSRC_SPECBED, &a, &b, 0, 1, &r);
+    CHECK(NEAR(r.num_drafts, 305) && NEAR(r.verify_steps, 447) && NEAR(r.drafts, 447) && NEAR(r.accept_len, 818.0 / 447));
+    /* vLLM lists every position seen, without pruning, over drafts; with no
+     * drafts its acceptance length is 0.0 (its "else 0.0") */
+    static const char C[] =
+        "vllm:spec_decode_num_drafts_total 0\n"
+        "vllm:spec_decode_num_draft_tokens_total 0\n"
+        "vllm:spec_decode_num_accepted_tokens_total 0\n";
+    msnap c0;
+    CHECK(!msnap_parse(MSRC_VLLM, C, &c0, err, sizeof err));
+    msnap_totals(&c0, &c0, &t);
+    CHECK(t.vllm_accept_len == 0.0 && t.vllm_n_pos == 0);
 }
 
 static void test_sglang_gauges(void) {
@@ -499,6 +550,19 @@ static void test_workload(void) {
     CHECK(workload_parse(&w, "bad", "{\"prompt\": \"x\", \"max_tokens\": -3}\n", err, sizeof err) == -1 && strstr(err, "max_tokens"));
     CHECK(workload_parse(&w, "empty", "\n\n", err, sizeof err) == -1 && strstr(err, "no prompts"));
     CHECK(workload_load(&w, "no-such-workload-name", err, sizeof err) == -1 && strstr(err, "workloads/no-such-workload-name.jsonl"));
+    /* input limits before reading: a device at once, a regular file by its
+     * size (a sparse 65 MiB file: nothing of it is read) */
+    CHECKF(workload_load(&w, "/dev/zero", err, sizeof err) == -1 && strstr(err, "character device"), "%s", err);
+    char big[] = "/tmp/specbed_bigwl_XXXXXX";
+    int bfd = mkstemp(big);
+    CHECK(bfd >= 0 && !ftruncate(bfd, (off_t)WL_MAX_BYTES + 1));
+    if (bfd >= 0) close(bfd);
+    CHECKF(workload_load(&w, big, err, sizeof err) == -1 && strstr(err, "refused before reading"), "%s", err);
+    iv_row *rows;
+    int nrow;
+    CHECKF(iv_csv_read(big, &rows, &nrow, err, sizeof err) == -1 && strstr(err, "refused before reading"), "%s", err);
+    CHECKF(iv_csv_read("/dev/zero", &rows, &nrow, err, sizeof err) == -1 && strstr(err, "character device"), "%s", err);
+    unlink(big);
     char path[4096];
     /* a bare name resolves under workloads/ (cwd is the build dir; the exe's
      * parent holds workloads/) — when the build directory is inside the tree */
@@ -542,10 +606,31 @@ static void test_interval_csv(void) {
         CHECK(out[0].basis == IV_BASIS_COMPLETION && out[1].basis == IV_BASIS_CLIENT && out[2].basis == IV_BASIS_LOG);
     }
     free(out);
+    /* "drafts" holds the drafts counter and "verify_steps" the steps; the
+     * accept length's denominator read back is the steps where present */
+    in[0].num_drafts = 30;
+    in[0].verify_steps = 44;
+    in[1].num_drafts = 12;
+    CHECK(!iv_csv_write(path, in, 3, err, sizeof err));
+    char *txt = tu_read_file(path, NULL);
+    CHECKF(txt && strstr(txt, "\"drafts\"") && strstr(txt, "\"verify_steps\""), "%s", txt ? txt : "");
+    free(txt);
+    CHECKF(!iv_csv_read(path, &out, &n, err, sizeof err), "%s", err);
+    if (n == 3) {
+        CHECK(NEAR(out[0].num_drafts, 30) && NEAR(out[0].verify_steps, 44) && NEAR(out[0].drafts, 44));
+        CHECK(NEAR(out[1].num_drafts, 12) && isnan(out[1].verify_steps) && NEAR(out[1].drafts, 12));
+    }
+    free(out);
     FILE *f = fopen(path, "w");
     fputs("a,b\n1,2\n", f);
     fclose(f);
     CHECK(iv_csv_read(path, &out, &n, err, sizeof err) == -1 && strstr(err, "accept_len"));
+    /* a file written before verify_steps existed (steps under "drafts") judges as it did */
+    f = fopen(path, "w");
+    fputs("t_start_s,t_end_s,accept_len,drafts\n0,1,2.5,9\n", f);
+    fclose(f);
+    CHECK(!iv_csv_read(path, &out, &n, err, sizeof err) && n == 1 && NEAR(out[0].drafts, 9));
+    free(out);
     unlink(path);
 }
 
@@ -557,6 +642,7 @@ int main(void) {
     test_llamacpp_cold();
     test_pos_never_drafted();
     test_specbed_interval();
+    test_two_definitions();
     test_sglang_gauges();
     test_ranks();
     test_sglang_lines();

@@ -34,7 +34,7 @@ static const cv_reason *find(const cv_verdict *v, cv_check c) {
 }
 
 static void test_clean_pass(void) {
-    iv_row iv[4] = {live(2, 3.1, 40, 8), live(4, 2.6, 40, 8), live(6, 2.9, 12, 2), live(8, 3.4, 30, 8)};
+    iv_row iv[4] = {live(2, 3.1, 40, 8), live(4, 2.6, 40, 8), live(6, 2.9, 20, 2), live(8, 3.4, 30, 8)};
     cv_item it[6] = {{CV_BAD_CHARS, 0, 1.0, 0}, {CV_SPRAY, 0.1, 1.0, 0}, {CV_LOOP, 0.2, 1.0, 0},
                      {CV_SPEC_MISMATCH, 0, 1.0, 0}, {CV_FLAT, 1.5, NAN, 0}, {CV_COPY, 0, NAN, 0}};
     cc_thresholds t;
@@ -79,16 +79,21 @@ static void test_interval_fails(void) {
 }
 
 static void test_few_drafts_not_judged(void) {
-    iv_row iv[2] = {live(2, 1.2, 3, 8), live(4, 3.0, 4, 8)};
+    /* the default: 16 steps (canary_verdict.h); 5 steps at 2.0 is a cold
+     * server's prefill-bound first interval, not a judged rate */
+    CHECK(CV_MIN_DRAFTS_DEFAULT == 16);
+    iv_row iv[2] = {live(2, 1.2, 15, 8), live(4, 3.0, 16, 8)};
     cc_thresholds t;
     cc_thresholds_default(&t, 2.0);
     cv_input in = {.iv = iv, .n_iv = 2, .min_drafts = CV_MIN_DRAFTS_DEFAULT};
     cv_verdict v;
     cv_judge(&in, &t, &v);
     CHECK(!v.failed && v.n_judged == 1 && NEAR(v.accept_len_min, 3.0));
-    CHECK(!cv_interval_judged(&iv[0], 4) && cv_interval_judged(&iv[1], 4));   /* 4 steps of 4 needed: judged */
-    CHECK(cv_interval_judged(&iv[0], 3));                                     /* the option lowers the bar */
-    in.min_drafts = 3;
+    CHECK(!cv_interval_judged(&iv[0], 16) && cv_interval_judged(&iv[1], 16));   /* 16 steps of 16 needed: judged */
+    CHECK(cv_interval_judged(&iv[0], 15));                                      /* the option lowers the bar */
+    iv_row cold = live(2, 2.0, 5, 8);
+    CHECK(!cv_interval_judged(&cold, CV_MIN_DRAFTS_DEFAULT) && cv_interval_flagged(&cold, 4, 2.0));
+    in.min_drafts = 15;
     cv_judge(&in, &t, &v);
     CHECK(v.failed && v.n_judged == 2);
     /* log rows count no verify steps: running requests make them loaded */
@@ -287,7 +292,7 @@ static void test_multiple_reasons(void) {
     r = find(&v, CV_LOOP);
     CHECK(r && r->count == 1 && NEAR(r->observed, 0.9) && NEAR(r->threshold, 0.6));
     r = find(&v, CV_FLAT);
-    CHECK(r && r->count == 1 && r->of == 2 && NEAR(r->observed, 4.5) && NEAR(r->threshold, 3.0));
+    CHECK(r && r->count == 1 && r->of == 2 && NEAR(r->observed, 4.5) && NEAR(r->threshold, 4.0));
     CHECK(NEAR(v.first_flag_s, 4) && v.n_judged == 2 && v.n_clean == 1);
     char line[512];
     cv_reason_format(&v.reason[0], line, sizeof line);
