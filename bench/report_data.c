@@ -3,6 +3,7 @@
 #include "report.h"
 #include "file.h"
 #include "csv_table.h"
+#include "run_cols.h"
 #include "errmsg.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -215,7 +216,7 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
         load_run(dir, csvt_get(&t, r, "dir"), u);
         u->itl_p50 = csvt_num(&t, r, "median_itl_ms");
         u->itl_p99 = csvt_num(&t, r, "p99_itl_ms");
-        u->al = depth == 0 ? 1.0 : csvt_num(&t, r, "spec_decode_acceptance_length");
+        u->al = depth == 0 ? 1.0 : run_accept_length(&t, r);
         double fr = csvt_num(&t, r, "failed"), cr = csvt_num(&t, r, "completed");
         u->failed = isnan(fr) ? -1 : (int)fr;
         u->completed = isnan(cr) ? -1 : (int)cr;
@@ -230,7 +231,7 @@ int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {
         c->completed = mean_acc(c->completed, csvt_num(&t, r, "completed"), n);
         double comp = csvt_num(&t, r, "completed"), tot = csvt_num(&t, r, "total_output_tokens");
         c->n_out = mean_acc(c->n_out, comp > 0 ? tot / comp : NAN, n);
-        c->al = mean_acc(c->al, csvt_num(&t, r, "spec_decode_acceptance_length"), n);
+        c->al = mean_acc(c->al, run_accept_length(&t, r), n);
         c->ar = mean_acc(c->ar, csvt_num(&t, r, "spec_decode_acceptance_rate"), n);
         c->rep4 = mean_acc(c->rep4, u->rep4, n);
         double mi = csvt_num(&t, r, "specbed_min_interval_accept_length");

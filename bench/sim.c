@@ -9,6 +9,7 @@
  * whose percentiles are within 0.1% of the exact ones, its mean exact. */
 #include "sim.h"
 #include "errmsg.h"
+#include "run_cols.h"
 #include "stats.h"
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ const char *const SIM_METRIC_NAMES[SIM_N_METRICS] = {
     "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
-    "spec_decode_acceptance_length", "spec_decode_acceptance_rate",
+    RUN_COL_ACCEPT_LENGTH, "spec_decode_acceptance_rate",
     "specbed_sim_steps", "specbed_sim_mean_rows", "specbed_sim_max_waiting",
 };
 

@@ -6,6 +6,7 @@
 #include "file.h"
 #include "json_strict.h"
 #include "csv_table.h"
+#include "run_cols.h"
 #include "workload.h"
 #include <math.h>
 #include <stdio.h>
@@ -181,7 +182,7 @@ int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, si
         x->ttft_mean = fold(x->ttft_mean, csvt_num(&t, r, "mean_ttft_ms"), m);
         x->tpot_mean = fold(x->tpot_mean, csvt_num(&t, r, "mean_tpot_ms"), m);
         x->e2el_mean = fold(x->e2el_mean, csvt_num(&t, r, "mean_e2el_ms"), m);
-        x->al = fold(x->al, csvt_num(&t, r, "spec_decode_acceptance_length"), m);
+        x->al = fold(x->al, run_accept_length(&t, r), m);
         x->ar = fold(x->ar, csvt_num(&t, r, "spec_decode_acceptance_rate"), m);
         for (int i = 0; i < SIM_MAX_POS; i++) {
             char col[16];

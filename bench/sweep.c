@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "run_cols.h"
 #include "stats.h"
 
 #define SW_MAX 64
@@ -208,7 +209,7 @@ static const char *RUN_COLS[] = {
     "drafter", "depth", "workload", "concurrency", "repeat", "dir", "completed", "failed", "duration",
     "request_throughput", "output_throughput", "total_output_tokens", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_e2el_ms",
-    "p99_e2el_ms", "spec_decode_acceptance_length", "spec_decode_acceptance_rate", "specbed_min_interval_accept_length",
+    "p99_e2el_ms", "spec_decode_acceptance_length", RUN_COL_ACCEPT_LENGTH, "spec_decode_acceptance_rate", "specbed_min_interval_accept_length",
     "specbed_num_intervals", "specbed_metrics_scrapes_failed"};
 enum { N_RUN_COLS = sizeof RUN_COLS / sizeof *RUN_COLS, MAX_POS_COLS = 16 };
 
@@ -242,7 +243,10 @@ static void write_run_row(FILE *f, const char *drafter, int depth, const char *w
     for (int i = 0; i < N_EXTRA_COLS; i++)
         if (isnan(extra[i])) csv_row_field(&r, "");
         else csv_row_fieldf(&r, "%.6g", extra[i]);
-    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "spec_decode_per_position_acceptance_rates");
+    /* pos_i: specbed's per-position rates (÷ verify steps), what the
+     * recommender's E(k) sums; vLLM's (÷ drafts) where a source has no other */
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "specbed_per_position_acceptance_rates");
+    if (!pp) pp = cJSON_GetObjectItemCaseSensitive(s, "spec_decode_per_position_acceptance_rates");
     for (int p = 0; p < MAX_POS_COLS; p++) {
         const cJSON *v = cJSON_GetArrayItem(pp, p);
         if (cJSON_IsNumber(v)) csv_row_fieldf(&r, "%.6g", v->valuedouble);
@@ -533,7 +537,7 @@ static void visit_runs(sw_state *S, const sw_arm *a, int rep, double scale, cons
             free(ee);
             cJSON *sm = ld_summary_json(&c, res, &o->lo.pcts);
             write_run_row(S->runs, a->drafter, a->depth, S->wls[wi]->name, c.concurrency, rep, rel, sm, extra);
-            const cJSON *al = cJSON_GetObjectItemCaseSensitive(sm, "spec_decode_acceptance_length");
+            const cJSON *al = cJSON_GetObjectItemCaseSensitive(sm, RUN_COL_ACCEPT_LENGTH);
             const cJSON *fl = cJSON_GetObjectItemCaseSensitive(sm, "failed");
             fprintf(stderr, "sweep: %-34s decode %8.1f tok/s  e2e %7.1f  accept len %s%.2f  rep4 %.2f  failed %d\n", rel,
                     extra[0], extra[1], cJSON_IsNumber(al) ? "" : "n/a ", cJSON_IsNumber(al) ? al->valuedouble : 0.0,

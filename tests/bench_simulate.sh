@@ -32,7 +32,7 @@ run --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --depths 0-2 --r
 rows=$(($(wc -l <"$WORK/a/simulate.csv") - 1))
 [ "$rows" = 24 ] || fail "simulate.csv has $rows rows, want 2 workloads x 2 replicas x 2 loads x 3 depths = 24"
 head -1 "$WORK/a/simulate.csv" | grep -q '"output_throughput","output_throughput_ci95_lo"' || fail "CSV header lacks vLLM names with intervals"
-for k in mean_ttft_ms p99_ttft_ms mean_tpot_ms p99_itl_ms mean_e2el_ms request_goodput spec_decode_acceptance_length; do
+for k in mean_ttft_ms p99_ttft_ms mean_tpot_ms p99_itl_ms mean_e2el_ms request_goodput specbed_acceptance_length; do
   head -1 "$WORK/a/simulate.csv" | grep -q "\"$k\"" || fail "CSV header lacks $k"
 done
 grep -q '"decisions"' "$WORK/a/simulate.json" && grep -q '"recommended_depth"' "$WORK/a/simulate.json" ||
