@@ -111,8 +111,14 @@ static int next_event(stream_ctx *x) {
     server *s = x->s;
     switch (x->phase) {
     case PH_HEAD:
+        /* Chat: the role chunk waits for the prompt's prefill (the first
+         * token, or the end), as vLLM's serving_chat.py sends it with the
+         * engine's first output: `vllm bench serve` takes TTFT at the first
+         * chunk, so one sent at once would report the queue, not prefill.
+         * A request that fails first gets only the error event, as there. */
         if (r->kind == SRV_CHAT) {
-            if (!(x->pend = srv_render_role_chunk(s, r))) return -1;
+            if (!r->prompt_done) return 0;
+            if (!r->err_status && !(x->pend = srv_render_role_chunk(s, r))) return -1;
         } else if (r->echo) {
             if (!r->prompt_done) return 0;
             if (!r->err_status && !(x->pend = srv_render_echo_chunk(s, r, &x->cur))) return -1;

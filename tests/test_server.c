@@ -624,6 +624,48 @@ static void test_queue_full(void) {
     server_free(s);
 }
 
+/* A streamed chat completion's role chunk comes after the prompt is
+ * prefilled, with the first token, as vLLM sends it (serving_chat.py sends
+ * the role delta on the engine's first output), so a client that takes TTFT
+ * at the first chunk (vllm bench serve) measures prefill. One running slot,
+ * held by a long request: a chat stream queued behind it cannot be
+ * prefilled before the long request finishes, so when its first chunk
+ * arrives the long request must have been counted finished. A role chunk
+ * sent at once arrives while the stream still waits in the queue. */
+static void test_role_after_prefill(void) {
+    server_opts o;
+    server_opts_default(&o);
+    o.max_running = 1;
+    o.decode_log_interval = 0;
+    char base[64];
+    server *s = start(&o, base, sizeof base);
+    CHECK(s != NULL);
+    if (!s) return;
+    job a = {.prompt = "hello", .max_tokens = 900, .depth = -1, .logprobs = -1};
+    job_arg aa = {.base = base, .j = &a};
+    pthread_t th;
+    pthread_create(&th, NULL, job_thread, &aa);
+    int running = 0;
+    for (int i = 0; i < 2000 && !running; i++) running = metric(base, "specbed:num_requests_running") == 1;
+    CHECKF(running, "the long request never showed as running");
+    double fin0 = metric(base, "specbed:request_success_total{finished_reason=\"length\"}");
+    job b = {.chat = 1, .stream = 1, .prompt = "hi", .max_tokens = 8, .depth = -1, .logprobs = -1};
+    char *body = job_body(&b), u[256];
+    mkurl(u, sizeof u, base, "/v1/chat/completions");
+    int ev = sc_stream_hangup(u, body, NULL, 1);
+    double fin1 = metric(base, "specbed:request_success_total{finished_reason=\"length\"}");
+    free(body);
+    pthread_join(th, NULL);
+    CHECKF(aa.status == 200, "long request: HTTP %ld", aa.status);
+    free(aa.text);
+    CHECK(idle(base));
+    CHECKF(ev == 1 && fin0 == 0 && fin1 >= 1,
+           "%d event(s), finished %g then %g: the long request %s when the stream's first chunk came (that chunk "
+           "must wait for the stream's prefill, which waits for the long request)", ev, fin0, fin1,
+           fin1 >= 1 ? "had finished" : "was still running");
+    server_free(s);
+}
+
 /* A verify schedule (fewer drafts verified when they tend to fail) is
  * still lossless: greedy text equals the fixed-schedule server's, under a
  * batch of concurrent requests; /metrics counts the drafts computed and
@@ -747,6 +789,7 @@ int main(void) {
     fclose(log);
     for (int i = 0; i < 8; i++) free(REF[i]);
     test_queue_full();
+    test_role_after_prefill();
     test_fault_injection();
     sc_cleanup();
     return tu_done("test_server");
