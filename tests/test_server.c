@@ -621,6 +621,19 @@ static void test_queue_full(void) {
     CHECK(r.status == 200 && r2.status == 200);
     sc_resp_free(&r);
     sc_resp_free(&r2);
+    /* This server has no drafter: a request asking for speculation is
+     * refused (a figure "at depth 4" from a server that drafted nothing is
+     * no figure); depth 0 is what it does anyway. */
+    const char *deep = "{\"prompt\":\"x\",\"max_tokens\":2,\"spec_depth\":4}";
+    check_error(base, "POST", "/v1/completions", deep, strlen(deep), NULL, 400, "invalid_request");
+    r = call(base, "POST", "/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,\"spec_depth\":1}", NULL);
+    CHECKF(r.status == 400 && strstr(r.body, "\"param\":\"spec_depth\"") && strstr(r.body, "no drafter"), "%ld %s",
+           r.status, r.body);
+    sc_resp_free(&r);
+    r = call(base, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"spec_depth\":0}", NULL);
+    CHECKF(r.status == 200, "spec_depth 0 without a drafter: %ld %s", r.status, r.body);
+    sc_resp_free(&r);
     server_free(s);
 }
 

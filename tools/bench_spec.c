@@ -33,6 +33,7 @@
 #include "drafters.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -88,6 +89,7 @@ int main(int argc, char **argv) {
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1, batch = 1;
     drafter_opts ngram = {0};   /* --ngram-*: the drafter's defaults unless given */
+    spec_cli given = {0};       /* speculation options given (spec_cli_check); --dspark-model is dspark's */
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
@@ -101,9 +103,9 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
         if (!(v = opt_value("bench_spec", argc, argv, &i))) return 2;
         if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--draft-model")) draft_dir = v;
-        else if (!strcmp(a, "--dspark-model")) dspark_dir = v;
-        else if (!strcmp(a, "--cost-table")) cost_path = v;
+        else if (!strcmp(a, "--draft-model")) { draft_dir = v; given.draft_model = 1; }
+        else if (!strcmp(a, "--dspark-model")) { dspark_dir = v; given.dspark_model = 1; }
+        else if (!strcmp(a, "--cost-table")) { cost_path = v; given.cost_table = 1; }
         else if (!strcmp(a, "--schedules")) snprintf(schedules_s, sizeof schedules_s, "%s", v);
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
@@ -111,14 +113,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_spec", v)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
-        else if (!strcmp(a, "--ngram-max")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_max)) return 2; }
-        else if (!strcmp(a, "--ngram-min")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_min)) return 2; }
-        else if (!strcmp(a, "--ngram-spec-factor")) { if (drafter_opt_ngram_factor("bench_spec", a, v, &ngram)) return 2; }
+        else if (!strcmp(a, "--ngram-max")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_max)) return 2; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-min")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_min)) return 2; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (drafter_opt_ngram_factor("bench_spec", a, v, &ngram)) return 2; given.ngram = 1; }
         else if (!strcmp(a, "--batch")) { if (opt_int("bench_spec", a, v, 1, 64, &batch)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
             int d[SPEC_MAX_DEPTH], nd;
             if (opt_int_list("bench_spec", a, v, 1, SPEC_MAX_DEPTH, d, SPEC_MAX_DEPTH, &nd)) return 2;
+            given.depth_opt = "--depths";
             dmin = dmax = d[0];
             for (int k = 1; k < nd; k++) { if (d[k] < dmin) dmin = d[k]; if (d[k] > dmax) dmax = d[k]; }
         }
@@ -128,8 +131,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_spec: --model DIR is required\n%s", usage);
         return 2;
     }
-    if (cli_device_select("bench_spec", device, tp)) return 1;
     char err[1024];
+    given.drafters = drafters_s;
+    given.schedules = schedules_s;
+    if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 2; }
+    if (cli_device_select("bench_spec", device, tp)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = batch};
     tp_job job;

@@ -15,6 +15,7 @@
 #include "outfile.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -25,6 +26,7 @@ typedef struct {
     vpolicy_args verify;
     float temperature, top_p;
     unsigned long long seed;
+    spec_cli given;            /* which speculation options the command line gave (spec_cli_check) */
 } gen_opts;
 
 static void help(FILE *f) {
@@ -71,7 +73,7 @@ static void help(FILE *f) {
 
 static int parse(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1},
-                    .verify = VPOLICY_ARGS_DEFAULT};
+                    .verify = VPOLICY_ARGS_DEFAULT, .given = {.dspark_model = -1}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
@@ -80,15 +82,15 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--prompt")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt_file = v; }
         else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.name = v; }
-        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; }
-        else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
-        else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
-        else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
-        else if (!strcmp(a, "--ngram-spec-factor")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; o->given.draft_model = 1; }
+        else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; o->given.depth_opt = "--depth"; }
+        else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; o->given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; o->given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; o->given.ngram = 1; }
         else if (!strcmp(a, "--verify-schedule")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.name = v; }
-        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; }
-        else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; }
-        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 0.999, &o->verify.alpha)) return -1; }
+        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; o->given.cost_table = 1; }
+        else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; o->given.p_min = 1; }
+        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 0.999, &o->verify.alpha)) return -1; o->given.alpha = 1; }
         else if (!strcmp(a, "--stats-json")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->stats_json = v; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
         else if (!strcmp(a, "--top-k")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 30, &o->top_k)) return -1; }
@@ -100,11 +102,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
     if (!o->model_dir) { fprintf(stderr, "specbed generate: --model DIR is required\n"); return -1; }
-    vpolicy_kind k;
-    if (vpolicy_parse(o->verify.name, &k)) {
-        fprintf(stderr, "specbed generate: --verify-schedule expects %s, got '%s'\n", VPOLICY_NAMES, o->verify.name);
-        return -1;
-    }
+    char err[512];
+    o->given.drafters = o->dr.name;
+    o->given.schedules = o->verify.name;
+    if (spec_cli_check(&o->given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return -1; }
     if (!o->prompt == !o->prompt_file) {
         fprintf(stderr, "specbed generate: give exactly one of --prompt and --prompt-file\n");
         return -1;
