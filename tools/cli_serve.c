@@ -97,7 +97,7 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
         else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; given.draft_model = 1; }
         else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
-        else if (!strcmp(a, "--api-key")) { VAL(); if (!*v) { fprintf(stderr, "specbed serve: --api-key is empty\n"); return -1; } o->api_key = v; }
+        else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
         else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; given.depth_opt = "--depth"; }
         else if (!strcmp(a, "--ngram-max")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; given.ngram = 1; }
         else if (!strcmp(a, "--ngram-min")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; given.ngram = 1; }
@@ -140,7 +140,10 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
     given.drafters = o->dr.name;
     given.schedules = o->verify.name;
     char err[512];
-    if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return -1; }
+    if (spec_cli_check(&given, err, sizeof err) || server_opts_check(o, err, sizeof err)) {
+        fprintf(stderr, CMD ": %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
