@@ -30,6 +30,7 @@
 #include <string.h>
 #include "args.h"
 #include "csv_row.h"
+#include "outfile.h"
 #include "drafters.h"
 #include "verify_policy.h"
 #include "spec_run.h"
@@ -135,6 +136,7 @@ int main(int argc, char **argv) {
     given.drafters = drafters_s;
     given.schedules = schedules_s;
     if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 2; }
+    if (out && outfile_check(out, err, sizeof err)) { fprintf(stderr, "bench_spec: --out %s\n", err); return 1; }
     if (cli_device_select("bench_spec", device, tp)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = batch};

@@ -177,6 +177,11 @@ int cli_generate(int argc, char **argv) {
     gen_opts o;
     if (parse(argc, argv, &o)) return 2;
     char err[1024];
+    /* the statistics are written after the run: a destination that cannot take them fails now */
+    if (o.stats_json && outfile_check(o.stats_json, err, sizeof err)) {
+        fprintf(stderr, CMD ": --stats-json %s\n", err);
+        return 1;
+    }
     char *prompt_buf = NULL;
     size_t prompt_len;
     if (o.prompt_file) {

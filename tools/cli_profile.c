@@ -10,6 +10,7 @@
 #define CMD "specbed profile"
 #include "cost_profile.h"
 #include "drafters.h"
+#include "outfile.h"
 #include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
@@ -58,6 +59,8 @@ int cli_profile(int argc, char **argv) {
     char err[1024];
     given.drafters = dop.name;
     if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return 2; }
+    /* the table is written after minutes of measuring: a destination that cannot take it fails now */
+    if (outfile_check(out, err, sizeof err)) { fprintf(stderr, CMD ": --out %s\n", err); return 1; }
     if (cli_device_select(CMD, device, tp)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 8, .max_batch_rows = max_rows > 64 ? max_rows : 64,
