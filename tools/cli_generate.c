@@ -16,6 +16,7 @@
 #include "verify_policy.h"
 #include "spec_run.h"
 #include "spec_cli.h"
+#include "spec_stats_json.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -143,22 +144,13 @@ static int write_stats(const char *path, const gen_opts *o, const gen_result *r,
     cJSON_AddNumberToObject(j, "other_s", decode_s - t->draft_s - t->verify_s);
     cJSON_AddNumberToObject(j, "prefill_tokens_per_s", t->prefill_s > 0 ? t->prefill_tokens / t->prefill_s : 0);
     cJSON_AddNumberToObject(j, "decode_tokens_per_s", decode_s > 0 ? (r->n_tokens - 1) / decode_s : 0);
-    cJSON_AddNumberToObject(j, "verify_steps", (double)t->steps);
+    /* the sequence's decode (verify) steps; the prefill's forwards are counted apart */
+    cJSON_AddNumberToObject(j, "verify_steps", (double)t->verify_steps);
+    cJSON_AddNumberToObject(j, "forward_steps", (double)t->forward_steps);
     cJSON_AddStringToObject(j, "drafter", o->dr.name);
     if (d) {
-        spec_rates c = spec_rates_between(NULL, &t->counters);
         cJSON_AddNumberToObject(j, "depth", o->depth);
-        /* vLLM bench serve's names and units (the rate in percent); specbed's own carry its prefix */
-        cJSON_AddNumberToObject(j, "spec_decode_num_drafts", (double)c.drafts);
-        cJSON_AddNumberToObject(j, "spec_decode_draft_tokens", (double)c.drafted_tokens);
-        cJSON_AddNumberToObject(j, "spec_decode_accepted_tokens", (double)c.accepted_tokens);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", c.accept_length);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", 100.0 * c.acceptance_rate);
-        cJSON_AddNumberToObject(j, "specbed_empty_proposals", (double)c.empty_proposals);
-        cJSON_AddNumberToObject(j, "specbed_unverified_draft_tokens", (double)c.unverified_tokens);
-        cJSON_AddNumberToObject(j, "specbed_gated_steps", (double)c.gated_steps);
-        cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
-        for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(c.position_rate[i]));
+        spec_stats_add_json(j, &t->counters, o->depth);
     }
     cJSON_AddNumberToObject(j, "temperature", o->temperature);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
