@@ -6,7 +6,10 @@
  * accept length (bonus included), per-position acceptance, and decode
  * tokens/s as a ratio to speculation off measured in the same run, on the
  * same prompts, each speculative run paired with a speculation-off run of
- * the same prompts just before it. Drafts computed and then not verified
+ * the same prompts just before it (the row prints both: speedup = tokens/s
+ * over off tok/s). Per-position acceptance is vLLM's (accepted at i over
+ * drafts); a position no draft reached prints '-' (an ngram drafter's cap
+ * can keep it below the depth). Drafts computed and then not verified
  * (a verify policy cut them) are counted per verify step. Prints a table;
  * writes CSV with --out. Greedy output is
  * also compared with speculation off, and any mismatch is reported (it
@@ -163,8 +166,8 @@ int main(int argc, char **argv) {
         if (!csv) { fprintf(stderr, "bench_spec: cannot write %s\n", out); return 1; }
         csv_row h = {csv, 0};
         const char *cols[] = {"workload", "drafter", "schedule", "depth", "batch", "accept_length", "acceptance_rate",
-                              "tokens_per_s", "speedup", "mismatches", "unverified_per_step"};
-        for (int i = 0; i < 11; i++) csv_row_field(&h, cols[i]);
+                              "tokens_per_s", "off_tokens_per_s", "speedup", "mismatches", "unverified_per_step"};
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) csv_row_field(&h, cols[i]);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pos%d", i + 1);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pred_survival%d", i + 1);
         csv_row_end(&h);
@@ -191,10 +194,13 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nb; i++) base_tok += ref[p + i].n_tokens - 1;
         }
         double base_tps = base_tok / base_s;
-        printf("\nworkload %s: %d prompts, %d tokens each, %d at a time; speculation off %.1f tokens/s\n", w, ps.count,
-               max_tokens, batch, base_tps);
-        printf("%-8s %-10s %5s %8s %8s %9s %7s %6s  per-position acceptance [predicted survival]\n", "drafter",
-               "schedule", "depth", "acc.len", "acc.rate", "tokens/s", "speedup", "unver.");
+        printf("\nworkload %s: %d prompts, %d tokens each, %d at a time; speculation off %.1f tokens/s (the reference "
+               "run)\n", w, ps.count, max_tokens, batch, base_tps);
+        printf("each row: speedup = tokens/s / off tok/s, its own speculation-off run on the same prompts just before "
+               "it;\nacc.len = committed tokens per verify step (bonus included); per-position acceptance = accepted "
+               "at i / drafts\n(vLLM's), '-' where no draft reached position i\n");
+        printf("%-8s %-10s %5s %8s %8s %9s %9s %7s %6s  per-position acceptance\n", "drafter", "schedule", "depth",
+               "acc.len", "acc.rate", "tokens/s", "off tok/s", "speedup", "unver.");
         char dcopy[256], *dsave = NULL;
         snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
@@ -267,17 +273,21 @@ int main(int argc, char **argv) {
                 const spec_counters *c = &cnt;
                 spec_rates rt = spec_rates_between(NULL, c);
                 double tps = tok / s;
-                base_tps = tok_off / s_off;
+                double off_tps = tok_off / s_off;   /* this row's paired speculation-off run */
                 vpolicy_free(sc);
                 double unv = c->steps ? (double)c->unverified_tokens / c->steps : 0;
-                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx %6.2f ", dn, sn, depth, rt.accept_length,
-                       rt.acceptance_rate, tps, tps / base_tps, unv);
-                for (int i = 0; i < depth; i++) printf(" %.2f", rt.position_rate[i]);
-                if (c->pred_survival_at[0] > 0) {
+                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %9.1f %6.2fx %6.2f ", dn, sn, depth, rt.accept_length,
+                       rt.acceptance_rate, tps, off_tps, tps / off_tps, unv);
+                for (int i = 0; i < depth; i++)
+                    if (c->drafted_at[i]) printf(" %.2f", rt.position_rate[i]);
+                    else printf("    -");
+                if (c->pred_survival_at[0] > 0) {   /* a confidence head: its calibration */
                     printf("  [");
                     for (int i = 0; i < depth; i++)
-                        printf(" %.2f/%.2f", c->drafted_at[i] ? c->pred_survival_at[i] / c->drafted_at[i] : 0,
-                               c->drafted_at[i] ? (double)c->accepted_at[i] / c->drafted_at[i] : 0);
+                        if (c->drafted_at[i])
+                            printf(" %.2f/%.2f", c->pred_survival_at[i] / c->drafted_at[i],
+                                   (double)c->accepted_at[i] / c->drafted_at[i]);
+                        else printf(" -");
                     printf(" ] predicted/observed survival");
                 }
                 printf("%s\n", mism ? "  MISMATCH vs speculation off" : "");
@@ -292,14 +302,15 @@ int main(int argc, char **argv) {
                     csv_row_fieldf(&row, "%.4f", rt.accept_length);
                     csv_row_fieldf(&row, "%.4f", rt.acceptance_rate);
                     csv_row_fieldf(&row, "%.2f", tps);
-                    csv_row_fieldf(&row, "%.4f", tps / base_tps);
+                    csv_row_fieldf(&row, "%.2f", off_tps);
+                    csv_row_fieldf(&row, "%.4f", tps / off_tps);
                     csv_row_fieldf(&row, "%d", mism);
                     csv_row_fieldf(&row, "%.4f", unv);
-                    for (int i = 0; i < dmax; i++)
-                        if (i < depth) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
+                    for (int i = 0; i < dmax; i++)   /* empty: beyond the depth, or no draft reached it */
+                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
                         else csv_row_field(&row, "");
-                    for (int i = 0; i < dmax; i++)
-                        if (i < depth && c->drafted_at[i])
+                    for (int i = 0; i < dmax; i++)   /* only a confidence head predicts survival */
+                        if (i < depth && c->drafted_at[i] && c->pred_survival_at[0] > 0)
                             csv_row_fieldf(&row, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
                         else csv_row_field(&row, "");
                     csv_row_end(&row);
