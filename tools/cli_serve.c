@@ -31,7 +31,8 @@ static void help(FILE *f) {
         "token included; accept rate = accepted / drafted tokens).\n"
         "\n"
         "  --model DIR               target model directory (required)\n"
-        "  --served-model-name NAME  model id in the API (default: the directory's name)\n"
+        "  --served-model-name NAME  model id in the API (default: the directory's name); non-empty\n"
+        "                            UTF-8 of at most 255 bytes, no control characters\n"
         "  --drafter NAME            " DRAFTER_NAMES " (default none)\n"
         "  --draft-model DIR         draft model for --drafter draft\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
@@ -53,7 +54,8 @@ static void help(FILE *f) {
         "  --max-seq-len N           context per request (default min(model's, 2048))\n"
         "  --decode-log-interval N   decode steps per Decode batch line, 0 = off (default 40)\n"
         "  --api-key KEY             require 'Authorization: Bearer KEY' on every route but /health\n"
-        "                            (checked before any request body is read)\n"
+        "                            (checked before any request body is read; printable, no\n"
+        "                            leading or trailing space, which HTTP would strip)\n"
         "  --max-connections N       open HTTP connections; more are refused at once (default 512)\n"
         "  --http-timeout S          close a connection that sends nothing for S seconds while its\n"
         "                            request is incomplete (default 15)\n"
@@ -81,7 +83,10 @@ static void help(FILE *f) {
         "max_tokens 0 and logprobs it scores the prompt), n (must be 1), ignore_eos (as vLLM),\n"
         "and the experiment override\n"
         "  \"spec_depth\": 0..16    drafts per step for this request; 0 = speculation off;\n"
-        "                         absent = the server's --depth\n");
+        "                         absent = the server's --depth; above 0 on a server without\n"
+        "                         a drafter: 400\n"
+        "A streamed chat completion sends its first chunk (the role) once the prompt is\n"
+        "prefilled, as vLLM does, so TTFT taken at the first chunk includes prefill.\n");
 }
 
 static int parse(int argc, char **argv, server_opts *o, int *tp, const char **device) {
