@@ -344,6 +344,10 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
  * reset) does not destroy the answer before the client has read it.
  * Returning MHD_NO then has libmicrohttpd close the connection. */
 #define LINGER_MS 2000
+/* Set by refuse_mid_body for mhd_log, which libmicrohttpd calls from the
+ * same connection thread right after the handler returns MHD_NO. */
+static _Thread_local char refused_why[160];
+
 static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, const char *reason, const char *msg) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char *body = srv_error_json(status, msg, NULL);
@@ -365,6 +369,7 @@ static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, con
         }
     free(body);
     shutdown(fd, SHUT_WR);
+    snprintf(refused_why, sizeof refused_why, "%s", msg);
     char sink[16384];
     for (double now; (now = gen_now()) < end;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -524,6 +529,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
+    if (refused_why[0] && !strncmp(msg, "Application reported internal error", 35)) {
+        /* not an error of ours: the connection refuse_mid_body answered is being closed */
+        fprintf(s->log, "specbed serve: http: %s: 413 sent before the body's end, connection closed\n", refused_why);
+        refused_why[0] = 0;
+        fflush(s->log);
+        return;
+    }
     fprintf(s->log, "specbed serve: http: %s%s", msg, n && msg[n - 1] == '\n' ? "" : "\n");
     fflush(s->log);
 }
