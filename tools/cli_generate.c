@@ -67,8 +67,10 @@ static void help(FILE *f) {
         "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 1; 0 = no cap)\n"
         "                      An option the drafter or verify schedule given would not read (--depth\n"
         "                      without a drafter, --p-min without threshold, ...) is an error.\n"
-        "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
-        "                      (written atomically)\n"
+        "  --stats-json FILE   write timing, token counts and drafter statistics as JSON: fields\n"
+        "                      named like `vllm bench serve`'s hold vLLM's values, specbed's own\n"
+        "                      start with specbed_ (written atomically after the run; a destination\n"
+        "                      that cannot be written fails before it)\n"
         "  --tp N              tensor parallelism over N processes; start as\n"
         "                      `mpirun -np N specbed generate ... --tp N` (default 1)\n"
         CLI_DEVICE_HELP
