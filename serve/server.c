@@ -51,9 +51,48 @@ gen_engine_opts server_engine_opts(const server_opts *o) {
                              .comm = o->comm};
 }
 
+/* The first control character (C0 or DEL) in s[0..n), or -1. */
+static long first_ctl(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return (long)i;
+    return -1;
+}
+
+int server_opts_check(const server_opts *o, char *err, size_t errlen) {
+    if (!o->model_dir) return errf(err, errlen, "no model directory given");
+    if (o->api_key) {
+        const char *k = o->api_key;
+        size_t n = strlen(k);
+        long at = first_ctl(k, n);
+        if (!n) return errf(err, errlen, "--api-key is empty");
+        /* a CR LF in it would split the client's header; no client can send it */
+        if (at >= 0)
+            return errf(err, errlen, "--api-key has a control character (byte 0x%02x at offset %ld), which an HTTP "
+                        "header value cannot carry: no client could send this key", (unsigned char)k[at], at);
+        if (k[0] == ' ' || k[n - 1] == ' ')
+            return errf(err, errlen, "--api-key begins or ends with a space, which HTTP strips from a header value: "
+                        "no request could match this key");
+    }
+    char name[512];
+    if (o->served_name) snprintf(name, sizeof name, "%s", o->served_name);
+    else base_name(o->model_dir, name, sizeof name);
+    const char *what = o->served_name ? "--served-model-name" : "the model directory's name (the default "
+                                                                "--served-model-name)";
+    size_t n = strlen(o->served_name ? o->served_name : name);
+    long at = first_ctl(name, strlen(name));
+    if (n == 0) return errf(err, errlen, "%s is empty: the API needs a model id", what);
+    if (n >= sizeof ((server *)0)->served_name)
+        return errf(err, errlen, "%s is %zu bytes; at most %zu", what, n, sizeof ((server *)0)->served_name - 1);
+    if (at >= 0)
+        return errf(err, errlen, "%s has a control character (byte 0x%02x at offset %ld); a model id goes into every "
+                    "answer and must be plain text", what, (unsigned char)name[at], at);
+    if (!srv_utf8_valid(name, n)) return errf(err, errlen, "%s is not valid UTF-8", what);
+    return 0;
+}
+
 int server_create(server **out, const server_opts *o, char *err, size_t errlen) {
     *out = NULL;
-    if (!o->model_dir) return errf(err, errlen, "no model directory given");
+    if (server_opts_check(o, err, errlen)) return -1;
     if (o->max_running < 1 || o->max_running > 1024) return errf(err, errlen, "max_running %d outside 1..1024", o->max_running);
     if (o->max_queue < 0) return errf(err, errlen, "max_queue %d is negative", o->max_queue);
     if (o->depth < 1 || o->depth > SPEC_MAX_DEPTH) return errf(err, errlen, "depth %d outside 1..%d", o->depth, SPEC_MAX_DEPTH);

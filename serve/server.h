@@ -47,6 +47,14 @@ typedef struct {
  * verify policy VPOLICY_ARGS_DEFAULT. */
 void server_opts_default(server_opts *o);
 
+/* The strings the server puts on the wire, checked before anything loads
+ * (server_create checks them too): the API key must be sendable as an
+ * Authorization header value (no control character, no leading or trailing
+ * blank, which HTTP strips), and the served model name (served_name, or
+ * the model directory's name) non-empty, UTF-8, under 256 bytes and free
+ * of control characters, since it is an id in every answer. */
+int  server_opts_check(const server_opts *o, char *err, size_t errlen);
+
 typedef struct server server;
 
 int  server_create(server **out, const server_opts *o, char *err, size_t errlen);

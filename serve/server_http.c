@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,6 @@
 typedef struct {
     char *body;
     size_t n, cap;
-    int too_big;
     int counted;          /* a generation response in flight (server.http_active) */
     int answered;         /* refused on its headers (401, 413): the response is already queued */
 } conn_state;
@@ -111,8 +111,14 @@ static int next_event(stream_ctx *x) {
     server *s = x->s;
     switch (x->phase) {
     case PH_HEAD:
+        /* Chat: the role chunk waits for the prompt's prefill (the first
+         * token, or the end), as vLLM's serving_chat.py sends it with the
+         * engine's first output: `vllm bench serve` takes TTFT at the first
+         * chunk, so one sent at once would report the queue, not prefill.
+         * A request that fails first gets only the error event, as there. */
         if (r->kind == SRV_CHAT) {
-            if (!(x->pend = srv_render_role_chunk(s, r))) return -1;
+            if (!r->prompt_done) return 0;
+            if (!r->err_status && !(x->pend = srv_render_role_chunk(s, r))) return -1;
         } else if (r->echo) {
             if (!r->prompt_done) return 0;
             if (!r->err_status && !(x->pend = srv_render_echo_chunk(s, r, &x->cur))) return -1;
@@ -202,8 +208,6 @@ static void stream_free(void *cls) {
 /* ---- generation routes ---- */
 
 static enum MHD_Result generate(server *s, struct MHD_Connection *c, srv_kind kind, conn_state *cs) {
-    if (cs->too_big)
-        return send_error(c, 413, NULL, "the request body exceeds %zu bytes", s->o.max_body);
     cs->counted = 1;      /* until `completed` runs: shutdown waits for the last bytes */
     atomic_fetch_add(&s->http_active, 1);
     srv_req *r;
@@ -329,10 +333,58 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     }
 }
 
+/* An answer in the middle of a request body. libmicrohttpd (0.9.x) queues
+ * a response only before the body is read or once all of it is, so a body
+ * that crosses the size limit part-way (a chunked one may never end) would
+ * be read to its end before its 413. This one answer is therefore written
+ * here, on the connection's socket, from the connection's own thread (no
+ * response is queued, so libmicrohttpd writes nothing there), followed by a
+ * lingering close: our side ends, and what the client still sends is read
+ * and dropped for up to LINGER_MS, so that closing with unread bytes (a TCP
+ * reset) does not destroy the answer before the client has read it.
+ * Returning MHD_NO then has libmicrohttpd close the connection. */
+#define LINGER_MS 2000
+/* Set by refuse_mid_body for mhd_log, which libmicrohttpd calls from the
+ * same connection thread right after the handler returns MHD_NO. */
+static _Thread_local char refused_why[160];
+
+static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, const char *reason, const char *msg) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char *body = srv_error_json(status, msg, NULL);
+    if (!ci || !body) { free(body); return MHD_NO; }
+    int fd = ci->connect_fd;
+    char head[256];
+    int hn = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n", status, reason, strlen(body));
+    const char *parts[2] = {head, body};
+    size_t lens[2] = {(size_t)hn, strlen(body)};
+    double end = gen_now() + LINGER_MS / 1e3;
+    for (int i = 0; i < 2; i++)
+        for (size_t off = 0; off < lens[i] && gen_now() < end;) {
+            ssize_t k = send(fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
+            if (k > 0) { off += (size_t)k; continue; }
+            if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { i = 2; break; }
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, 50);
+        }
+    free(body);
+    shutdown(fd, SHUT_WR);
+    snprintf(refused_why, sizeof refused_why, "%s", msg);
+    char sink[16384];
+    for (double now; (now = gen_now()) < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int left = (int)((end - now) * 1e3);
+        if (poll(&p, 1, left > 0 ? left : 1) <= 0) break;
+        ssize_t k = recv(fd, sink, sizeof sink, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    }
+    return MHD_NO;
+}
+
 /* Framing that libmicrohttpd lets through but that must not be guessed at:
  * two Content-Length headers that disagree (request smuggling's classic
  * shape), and a transfer coding other than chunked (RFC 9112 §6.1: 501). */
-typedef struct { const char *cl; int cl_conflict; const char *te; } framing;
+typedef struct { const char *cl; int cl_conflict; const char *te; int n_auth; } framing;
 
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind;
@@ -342,8 +394,38 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
         f->cl = value;
     } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
         f->te = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION)) {
+        f->n_auth++;
     }
     return MHD_YES;
+}
+
+/* RFC 9110 §9.1: a method is a token (RFC 9110 §5.6.2's tchar). */
+static int is_token(const char *m) {
+    if (!*m) return 0;
+    for (; *m; m++)
+        if (!((*m >= 'a' && *m <= 'z') || (*m >= 'A' && *m <= 'Z') || (*m >= '0' && *m <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *m)))
+            return 0;
+    return 1;
+}
+
+/* The first control character (C0 or DEL) in s, or -1. */
+static int first_ctl(const char *s) {
+    for (int i = 0; s[i]; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return i;
+    return -1;
+}
+
+/* libmicrohttpd's own %HH decoding, except that a %00 becomes DEL instead
+ * of ending the path there: otherwise "/health%00/metrics" would be routed
+ * as "/health". The handler refuses any control character in the path. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri) {
+    (void)cls; (void)c;
+    size_t n = MHD_http_unescape(uri);
+    for (size_t i = 0; i < n; i++)
+        if (!uri[i]) uri[i] = 0x7f;
+    return n;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -361,6 +443,22 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
          * libmicrohttpd close the connection instead of reading the body.) */
         framing fr = {0};
         MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &fr);
+        /* a request line libmicrohttpd let through but no route can mean */
+        if (!is_token(method)) {
+            cs->answered = 1;
+            return send_error(c, 400, NULL, "malformed request line: the method is not an HTTP token (RFC 9110 "
+                              "section 9.1)");
+        }
+        int ctl = first_ctl(url);
+        if (ctl >= 0) {
+            cs->answered = 1;
+            return send_error(c, 400, NULL, "malformed request target: the path holds a control character or NUL "
+                              "(%%-encoded or not) at decoded offset %d", ctl);
+        }
+        if (fr.n_auth > 1) {   /* which one is meant is a guess, as with two Content-Lengths */
+            cs->answered = 1;
+            return send_error(c, 400, NULL, "%d Authorization headers: send one", fr.n_auth);
+        }
         if (fr.cl_conflict) {
             cs->answered = 1;
             return send_error(c, 400, NULL, "conflicting Content-Length headers");
@@ -387,13 +485,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (cs->too_big) return MHD_YES;             /* read and drop the rest, then answer 413 */
-        if (cs->n + n > s->o.max_body) {
-            cs->too_big = 1;
+        if (cs->n + n > s->o.max_body) {   /* 413 now, not after a body that may never end */
             free(cs->body);
             cs->body = NULL;
             cs->n = cs->cap = 0;
-            return MHD_YES;
+            cs->answered = 1;
+            char msg[128];
+            snprintf(msg, sizeof msg, "the request body exceeds %zu bytes", s->o.max_body);
+            return refuse_mid_body(c, 413, "Content Too Large", msg);
         }
         if (cs->n + n + 1 > cs->cap) {
             size_t cap = cs->cap ? cs->cap : 4096;
@@ -430,6 +529,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
+    if (refused_why[0] && !strncmp(msg, "Application reported internal error", 35)) {
+        /* not an error of ours: the connection refuse_mid_body answered is being closed */
+        fprintf(s->log, "specbed serve: http: %s: 413 sent before the body's end, connection closed\n", refused_why);
+        refused_why[0] = 0;
+        fflush(s->log);
+        return;
+    }
     fprintf(s->log, "specbed serve: http: %s%s", msg, n && msg[n - 1] == '\n' ? "" : "\n");
     fflush(s->log);
 }
@@ -461,7 +567,7 @@ int srv_http_start(server *s, char *err, size_t errlen) {
                               mhd_log, s, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->o.max_connections > 0 ? s->o.max_connections : 512),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(s->o.http_timeout_s > 0 ? s->o.http_timeout_s : 15),
-                              MHD_OPTION_END);
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!s->mhd) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)",
                  s->o.host, s->o.port);

@@ -196,6 +196,9 @@ static int parse_fields(server *s, srv_kind kind, const cJSON *o, srv_req *r, pe
         get_bool(o, "stream", &r->stream, e) || get_bool(o, "ignore_eos", &r->p.ignore_eos, e))
         return -1;
     if (top_p <= 0) return bad(e, 400, "top_p", "'%s' must be in (0, 1]", "top_p");
+    if (depth > 0 && !s->d)   /* a figure measured "at depth 4" on a server that cannot draft is no figure */
+        return bad(e, 400, "spec_depth", "'%s' above 0 asks for speculation, but this server has no drafter "
+                   "(started without --drafter); send 0 or leave it out", "spec_depth");
     if ((f = field(o, "seed"))) {
         /* any int64 or uint64 value; the bounds keep the conversions defined */
         if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < -9.2e18 ||

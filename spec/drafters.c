@@ -114,8 +114,9 @@ void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *counter
             "%ld drafted but not verified (verify policy), %ld steps not drafted (the policy's gate)\n",
             d->ops->name, depth, c.drafts, c.drafted_tokens, c.accepted_tokens, c.empty_proposals,
             c.unverified_tokens, c.gated_steps);
-    fprintf(f, "accept length %.3f (committed per verify step, bonus included), acceptance rate %.3f\n",
-            c.accept_length, c.acceptance_rate);
+    fprintf(f, "accept length %.3f (committed per verify step, bonus included; vLLM's mean acceptance length, "
+            "1 + accepted per draft: %.3f), acceptance rate %.3f\n", c.accept_length, c.mean_acceptance_length,
+            c.acceptance_rate);
     fprintf(f, "per-position acceptance:");
     for (int i = 0; i < depth && i < SPEC_MAX_DEPTH; i++) fprintf(f, " %.3f", c.position_rate[i]);
     fprintf(f, "\n");

@@ -18,6 +18,7 @@ spec_rates spec_rates_between(const spec_counters *before, const spec_counters *
     r.draft_s = a->draft_s - b->draft_s;
     r.drafted = r.drafts > 0;
     r.accept_length = r.steps > 0 ? (double)r.committed_tokens / (double)r.steps : 0.0;
+    r.mean_acceptance_length = r.drafts > 0 ? 1.0 + (double)r.accepted_tokens / (double)r.drafts : 0.0;
     r.acceptance_rate = r.drafted_tokens > 0 ? (double)r.accepted_tokens / (double)r.drafted_tokens : 0.0;
     for (int i = 0; i < SPEC_MAX_DEPTH; i++) {
         long reached = a->drafted_at[i] - b->drafted_at[i];

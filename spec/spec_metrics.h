@@ -10,7 +10,12 @@
  *   steps            sequence verify steps of requests that speculate (the
  *                    request asked for drafts and its drafter slot is open);
  *                    requests with speculation off are not counted at all
- *   accept length    committed tokens ÷ steps (bonus token included)
+ *   accept length    committed tokens ÷ steps (bonus token included):
+ *                    SGLang's "accept len", specbed's own accept length
+ *   mean acceptance length  1 + accepted ÷ drafts: vLLM's (the bonus token
+ *                    counted once per draft; vllm/v1/spec_decode/metrics.py,
+ *                    vllm/benchmarks/serve.py). It leaves out the steps whose
+ *                    proposal was empty, so it is ≥ accept length
  *   acceptance rate  accepted ÷ drafted tokens
  *   position rate i  accepted_at[i] ÷ drafts: vLLM's unconditional
  *                    probability that draft i (0-based) is accepted, a draft
@@ -50,6 +55,7 @@ typedef struct {
     long gated_steps;
     int drafted;                          /* drafts > 0 */
     double accept_length;                 /* committed ÷ steps; 0 when steps = 0 */
+    double mean_acceptance_length;        /* vLLM's 1 + accepted ÷ drafts; 0 when no drafts (vLLM's 0.0) */
     double acceptance_rate;               /* accepted ÷ drafted; 0 when nothing drafted */
     double position_rate[SPEC_MAX_DEPTH]; /* accepted_at[i] ÷ drafts; 0 when no drafts */
     int n_positions;                      /* highest position that was drafted + 1 */

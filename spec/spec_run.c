@@ -90,7 +90,8 @@ int spec_run(gen_engine *e, drafter *d, const int *const *prompts, const int *n_
         timing->verify_s = st->forward_s + st->verify_s - prefill_s;
         if (timing->verify_s < 0) timing->verify_s = 0;
         timing->prefill_tokens = st->prefill_tokens;
-        timing->steps = st->steps;
+        timing->forward_steps = st->steps;
+        timing->verify_steps = st->verify_seq_steps;
         for (int i = 0; i < n; i++) timing->generated_tokens += results[i].n_tokens;
     }
 out:

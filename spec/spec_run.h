@@ -22,7 +22,9 @@ typedef struct {
 
 typedef struct {
     double prefill_s, draft_s, verify_s, total_s;
-    long prefill_tokens, generated_tokens, steps;
+    long prefill_tokens, generated_tokens;
+    long forward_steps;       /* target forwards, prefill chunks included */
+    long verify_steps;        /* Σ sequences verified per forward: decode steps, prefill chunks not counted */
     spec_counters counters;   /* this run's speculative counters (spec_metrics.h) */
 } spec_timing;
 

@@ -32,6 +32,27 @@ for args in "" "--model $M --depth 0" "--model $M --depth 17" "--model $M --port
   [ "$rc" = 2 ] || fail "serve $args: exit $rc, want 2"
   [ -s "$TMP/out" ] || fail "serve $args: no message"
 done
+# strings the server puts on the wire: an API key no client can send (a
+# control character; CR LF would split the client's header; a blank that
+# HTTP strips), a model id that is empty or breaks lines
+usage_err() {  # PATTERN SERVE_ARGS...
+  local pat=$1; shift
+  set +e
+  timeout 30 "$BIN" serve --model "$M" --port 0 "$@" >"$TMP/out" 2>&1   # a server that starts is the bug
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || fail "serve $(printf '%q ' "$@"): exit $rc, want 2"
+  grep -q -- "$pat" "$TMP/out" || fail "serve $(printf '%q ' "$@"): no message matching '$pat': $(cat "$TMP/out")"
+}
+usage_err "api-key has a control character (byte 0x01" --api-key "$(printf 'k\001y')"
+usage_err "api-key has a control character (byte 0x0d" --api-key "$(printf 'key\r\nX-Injected: 1')"
+usage_err "api-key begins or ends with a space" --api-key "key "
+usage_err "api-key is empty" --api-key ""
+usage_err "served-model-name is empty" --served-model-name ""
+usage_err "served-model-name has a control character (byte 0x0a" --served-model-name "$(printf 'a\nb')"
+usage_err "served-model-name has a control character (byte 0x09" --served-model-name "$(printf 'a\tb')"
+usage_err "served-model-name is not valid UTF-8" --served-model-name "$(printf 'a\377b')"
+usage_err "served-model-name is 300 bytes" --served-model-name "$(printf '%0300d' 0)"
 set +e
 "$BIN" serve --model "$ROOT/tests/fixtures/does-not-exist" --port 0 >"$TMP/out" 2>&1
 rc=$?

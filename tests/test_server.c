@@ -444,6 +444,33 @@ static void test_errors(void) {
 
 /* 8 mixed requests at once give what each gives alone; depth does not
  * change greedy text. */
+/* The decision on a UTF-8 byte order mark before the JSON body: one, at
+ * the very start, is ignored (RFC 8259 section 8.1 lets a parser ignore it;
+ * vLLM's does, Python's json.loads decoding the body as utf-8-sig), and the
+ * request is answered as without it; a BOM anywhere else is not JSON: 400. */
+static void test_bom(void) {
+    const char *plain = "{\"prompt\": \"hello\", \"max_tokens\": 6, \"temperature\": 0}";
+    char body[256];
+    sc_resp a = call(BASE, "POST", "/v1/completions", plain, KEY);
+    snprintf(body, sizeof body, "\xEF\xBB\xBF%s", plain);
+    sc_resp b = call(BASE, "POST", "/v1/completions", body, KEY);
+    cJSON *ja = cJSON_Parse(a.body), *jb = cJSON_Parse(b.body);
+    cJSON *ta = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ja, "choices"), 0), "text");
+    cJSON *tb = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(jb, "choices"), 0), "text");
+    CHECKF(a.status == 200 && b.status == 200 && cJSON_IsString(ta) && cJSON_IsString(tb) &&
+           !strcmp(ta->valuestring, tb->valuestring), "a leading BOM: %ld %.200s vs %ld %.200s", b.status, b.body,
+           a.status, a.body);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    sc_resp_free(&a);
+    sc_resp_free(&b);
+    const char *fmt[] = {"\xEF\xBB\xBF\xEF\xBB\xBF%s", " \xEF\xBB\xBF%s", "%s\xEF\xBB\xBF"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(body, sizeof body, fmt[i], plain);
+        check_error(BASE, "POST", "/v1/completions", body, strlen(body), KEY, 400, "invalid_request");
+    }
+}
+
 static void test_batch_invariance(void) {
     for (int i = 0; i < 8; i++) {
         REF[i] = run_job(BASE, &MIX[i], NULL, 0);
@@ -621,6 +648,61 @@ static void test_queue_full(void) {
     CHECK(r.status == 200 && r2.status == 200);
     sc_resp_free(&r);
     sc_resp_free(&r2);
+    /* This server has no drafter: a request asking for speculation is
+     * refused (a figure "at depth 4" from a server that drafted nothing is
+     * no figure); depth 0 is what it does anyway. */
+    const char *deep = "{\"prompt\":\"x\",\"max_tokens\":2,\"spec_depth\":4}";
+    check_error(base, "POST", "/v1/completions", deep, strlen(deep), NULL, 400, "invalid_request");
+    r = call(base, "POST", "/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,\"spec_depth\":1}", NULL);
+    CHECKF(r.status == 400 && strstr(r.body, "\"param\":\"spec_depth\"") && strstr(r.body, "no drafter"), "%ld %s",
+           r.status, r.body);
+    sc_resp_free(&r);
+    r = call(base, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"spec_depth\":0}", NULL);
+    CHECKF(r.status == 200, "spec_depth 0 without a drafter: %ld %s", r.status, r.body);
+    sc_resp_free(&r);
+    server_free(s);
+}
+
+/* A streamed chat completion's role chunk comes after the prompt is
+ * prefilled, with the first token, as vLLM sends it (serving_chat.py sends
+ * the role delta on the engine's first output), so a client that takes TTFT
+ * at the first chunk (vllm bench serve) measures prefill. One running slot,
+ * held by a long request: a chat stream queued behind it cannot be
+ * prefilled before the long request finishes, so when its first chunk
+ * arrives the long request must have been counted finished. A role chunk
+ * sent at once arrives while the stream still waits in the queue. */
+static void test_role_after_prefill(void) {
+    server_opts o;
+    server_opts_default(&o);
+    o.max_running = 1;
+    o.decode_log_interval = 0;
+    char base[64];
+    server *s = start(&o, base, sizeof base);
+    CHECK(s != NULL);
+    if (!s) return;
+    job a = {.prompt = "hello", .max_tokens = 900, .depth = -1, .logprobs = -1};
+    job_arg aa = {.base = base, .j = &a};
+    pthread_t th;
+    pthread_create(&th, NULL, job_thread, &aa);
+    int running = 0;
+    for (int i = 0; i < 2000 && !running; i++) running = metric(base, "specbed:num_requests_running") == 1;
+    CHECKF(running, "the long request never showed as running");
+    double fin0 = metric(base, "specbed:request_success_total{finished_reason=\"length\"}");
+    job b = {.chat = 1, .stream = 1, .prompt = "hi", .max_tokens = 8, .depth = -1, .logprobs = -1};
+    char *body = job_body(&b), u[256];
+    mkurl(u, sizeof u, base, "/v1/chat/completions");
+    int ev = sc_stream_hangup(u, body, NULL, 1);
+    double fin1 = metric(base, "specbed:request_success_total{finished_reason=\"length\"}");
+    free(body);
+    pthread_join(th, NULL);
+    CHECKF(aa.status == 200, "long request: HTTP %ld", aa.status);
+    free(aa.text);
+    CHECK(idle(base));
+    CHECKF(ev == 1 && fin0 == 0 && fin1 >= 1,
+           "%d event(s), finished %g then %g: the long request %s when the stream's first chunk came (that chunk "
+           "must wait for the stream's prefill, which waits for the long request)", ev, fin0, fin1,
+           fin1 >= 1 ? "had finished" : "was still running");
     server_free(s);
 }
 
@@ -721,6 +803,7 @@ int main(void) {
         test_logprobs_echo();
         test_stop();
         test_errors();
+        test_bom();
         test_batch_invariance();
         test_16_clients();
         test_disconnect();
@@ -747,6 +830,7 @@ int main(void) {
     fclose(log);
     for (int i = 0; i < 8; i++) free(REF[i]);
     test_queue_full();
+    test_role_after_prefill();
     test_fault_injection();
     sc_cleanup();
     return tu_done("test_server");

@@ -9,6 +9,11 @@
  *     connection is refused at once rather than hanging;
  *   - two conflicting Content-Length headers get 400, a transfer coding
  *     other than chunked 501 (one was accepted, the other held forever);
+ *     so do a method that is not an HTTP token, a path with a NUL or other
+ *     control character (%00 used to end the path: /health%00/metrics was
+ *     /health) and two Authorization headers (the first one won);
+ *   - a chunked body that crosses the size limit gets 413 as it does, not
+ *     after its last chunk (which a hostile client never sends);
  *   - a client that sends its whole request and then half-closes
  *     (shutdown SHUT_WR) gets an answer, not a close with 0 bytes: /health
  *     at once; a pending completion is cancelled (as a client that left)
@@ -118,6 +123,46 @@ int main(void) {
     early("Transfer-Encoding: gzip",
           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nTransfer-Encoding: gzip\r\n\r\n",
           501);
+    /* request lines and headers no route can mean: refused, not guessed */
+    early("a method with a control character", "FROB\x01 /health HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    early("a NUL in the path", "GET /health%00/metrics HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    early("a control character in the path", "GET /health%0a HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    early("two Authorization headers, the right key first",
+          "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\nAuthorization: Bearer nope\r\n\r\n", 400);
+    early("two Authorization headers, the right key last",
+          "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nAuthorization: Bearer k3y\r\n\r\n", 400);
+    early("an unknown method that is a token", "FROB /health HTTP/1.1\r\nHost: x\r\n\r\n", 405);
+
+    /* a chunked body that crosses the 4 MiB limit gets 413 as it crosses it,
+     * not after a terminating chunk that never comes */
+    {
+        int fd = dial();
+        CHECK(fd >= 0);
+        const char *h = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\n"
+                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        enum { MB = 1 << 20 };
+        char *chunk = malloc(MB + 16);
+        int ok = fd >= 0 && chunk && send(fd, h, strlen(h), 0) == (ssize_t)strlen(h);
+        if (chunk) {
+            int hl = snprintf(chunk, 16, "%x\r\n", MB);
+            memset(chunk + hl, 'a', MB);
+            memcpy(chunk + hl + MB, "\r\n", 2);
+            for (int i = 0; i < 4 && ok; i++)   /* 4 MiB: at the limit, not over it */
+                ok = send(fd, chunk, (size_t)hl + MB + 2, 0) == (ssize_t)hl + MB + 2;
+            const char *over = "10\r\naaaaaaaaaaaaaaaa\r\n";   /* 16 bytes more; no last chunk follows */
+            ok = ok && send(fd, over, strlen(over), 0) == (ssize_t)strlen(over);
+        }
+        CHECK(ok);
+        char buf[4096];
+        double t0 = now_s();
+        int n = ok ? read_reply(fd, buf, sizeof buf, 5000) : -1;
+        CHECKF(n > 0 && !strncmp(buf, "HTTP/1.1 413", 12) && strstr(buf, "exceeds"), "chunked body over the limit: "
+               "got '%.60s' after %.1f s", n > 0 ? buf : "(nothing)", now_s() - t0);
+        printf("chunked body over the limit, never terminated: %.12s after %.0f ms\n", n > 0 ? buf : "nothing",
+               (now_s() - t0) * 1e3);
+        free(chunk);
+        if (fd >= 0) close(fd);
+    }
 
     /* a complete request, then half-close: an answer, never a silent close. A
      * completion long enough to be pending when the end of the request stream

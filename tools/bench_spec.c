@@ -6,7 +6,10 @@
  * accept length (bonus included), per-position acceptance, and decode
  * tokens/s as a ratio to speculation off measured in the same run, on the
  * same prompts, each speculative run paired with a speculation-off run of
- * the same prompts just before it. Drafts computed and then not verified
+ * the same prompts just before it (the row prints both: speedup = tokens/s
+ * over off tok/s). Per-position acceptance is vLLM's (accepted at i over
+ * drafts); a position no draft reached prints '-' (an ngram drafter's cap
+ * can keep it below the depth). Drafts computed and then not verified
  * (a verify policy cut them) are counted per verify step. Prints a table;
  * writes CSV with --out. Greedy output is
  * also compared with speculation off, and any mismatch is reported (it
@@ -30,9 +33,11 @@
 #include <string.h>
 #include "args.h"
 #include "csv_row.h"
+#include "outfile.h"
 #include "drafters.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -88,6 +93,7 @@ int main(int argc, char **argv) {
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1, batch = 1;
     drafter_opts ngram = {0};   /* --ngram-*: the drafter's defaults unless given */
+    spec_cli given = {0};       /* speculation options given (spec_cli_check); --dspark-model is dspark's */
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
         "                  [--drafters ngram,draft,mtp,dspark] [--schedules fixed,threshold,confidence,adaptive]\n"
@@ -101,9 +107,9 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
         if (!(v = opt_value("bench_spec", argc, argv, &i))) return 2;
         if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--draft-model")) draft_dir = v;
-        else if (!strcmp(a, "--dspark-model")) dspark_dir = v;
-        else if (!strcmp(a, "--cost-table")) cost_path = v;
+        else if (!strcmp(a, "--draft-model")) { draft_dir = v; given.draft_model = 1; }
+        else if (!strcmp(a, "--dspark-model")) { dspark_dir = v; given.dspark_model = 1; }
+        else if (!strcmp(a, "--cost-table")) { cost_path = v; given.cost_table = 1; }
         else if (!strcmp(a, "--schedules")) snprintf(schedules_s, sizeof schedules_s, "%s", v);
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--drafters")) snprintf(drafters_s, sizeof drafters_s, "%s", v);
@@ -111,14 +117,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_spec", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_spec", v)) return 2; }
         else if (!strcmp(a, "--num-prompts")) { if (opt_int("bench_spec", a, v, 1, 100000, &num_prompts)) return 2; }
-        else if (!strcmp(a, "--ngram-max")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_max)) return 2; }
-        else if (!strcmp(a, "--ngram-min")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_min)) return 2; }
-        else if (!strcmp(a, "--ngram-spec-factor")) { if (drafter_opt_ngram_factor("bench_spec", a, v, &ngram)) return 2; }
+        else if (!strcmp(a, "--ngram-max")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_max)) return 2; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-min")) { if (opt_int("bench_spec", a, v, 1, 64, &ngram.ngram_n_min)) return 2; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (drafter_opt_ngram_factor("bench_spec", a, v, &ngram)) return 2; given.ngram = 1; }
         else if (!strcmp(a, "--batch")) { if (opt_int("bench_spec", a, v, 1, 64, &batch)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (opt_int("bench_spec", a, v, 2, 1 << 20, &max_tokens)) return 2; }
         else if (!strcmp(a, "--depths")) {
             int d[SPEC_MAX_DEPTH], nd;
             if (opt_int_list("bench_spec", a, v, 1, SPEC_MAX_DEPTH, d, SPEC_MAX_DEPTH, &nd)) return 2;
+            given.depth_opt = "--depths";
             dmin = dmax = d[0];
             for (int k = 1; k < nd; k++) { if (d[k] < dmin) dmin = d[k]; if (d[k] > dmax) dmax = d[k]; }
         }
@@ -128,8 +135,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_spec: --model DIR is required\n%s", usage);
         return 2;
     }
-    if (cli_device_select("bench_spec", device, tp)) return 1;
     char err[1024];
+    given.drafters = drafters_s;
+    given.schedules = schedules_s;
+    if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, "bench_spec: %s\n", err); return 2; }
+    if (out && outfile_check(out, err, sizeof err)) { fprintf(stderr, "bench_spec: --out %s\n", err); return 1; }
+    if (cli_device_select("bench_spec", device, tp)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = batch};
     tp_job job;
@@ -155,8 +166,8 @@ int main(int argc, char **argv) {
         if (!csv) { fprintf(stderr, "bench_spec: cannot write %s\n", out); return 1; }
         csv_row h = {csv, 0};
         const char *cols[] = {"workload", "drafter", "schedule", "depth", "batch", "accept_length", "acceptance_rate",
-                              "tokens_per_s", "speedup", "mismatches", "unverified_per_step"};
-        for (int i = 0; i < 11; i++) csv_row_field(&h, cols[i]);
+                              "tokens_per_s", "off_tokens_per_s", "speedup", "mismatches", "unverified_per_step"};
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) csv_row_field(&h, cols[i]);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pos%d", i + 1);
         for (int i = 0; i < dmax; i++) csv_row_fieldf(&h, "pred_survival%d", i + 1);
         csv_row_end(&h);
@@ -183,10 +194,13 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nb; i++) base_tok += ref[p + i].n_tokens - 1;
         }
         double base_tps = base_tok / base_s;
-        printf("\nworkload %s: %d prompts, %d tokens each, %d at a time; speculation off %.1f tokens/s\n", w, ps.count,
-               max_tokens, batch, base_tps);
-        printf("%-8s %-10s %5s %8s %8s %9s %7s %6s  per-position acceptance [predicted survival]\n", "drafter",
-               "schedule", "depth", "acc.len", "acc.rate", "tokens/s", "speedup", "unver.");
+        printf("\nworkload %s: %d prompts, %d tokens each, %d at a time; speculation off %.1f tokens/s (the reference "
+               "run)\n", w, ps.count, max_tokens, batch, base_tps);
+        printf("each row: speedup = tokens/s / off tok/s, its own speculation-off run on the same prompts just before "
+               "it;\nacc.len = committed tokens per verify step (bonus included); per-position acceptance = accepted "
+               "at i / drafts\n(vLLM's), '-' where no draft reached position i\n");
+        printf("%-8s %-10s %5s %8s %8s %9s %9s %7s %6s  per-position acceptance\n", "drafter", "schedule", "depth",
+               "acc.len", "acc.rate", "tokens/s", "off tok/s", "speedup", "unver.");
         char dcopy[256], *dsave = NULL;
         snprintf(dcopy, sizeof dcopy, "%s", drafters_s);
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
@@ -259,17 +273,21 @@ int main(int argc, char **argv) {
                 const spec_counters *c = &cnt;
                 spec_rates rt = spec_rates_between(NULL, c);
                 double tps = tok / s;
-                base_tps = tok_off / s_off;
+                double off_tps = tok_off / s_off;   /* this row's paired speculation-off run */
                 vpolicy_free(sc);
                 double unv = c->steps ? (double)c->unverified_tokens / c->steps : 0;
-                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %6.2fx %6.2f ", dn, sn, depth, rt.accept_length,
-                       rt.acceptance_rate, tps, tps / base_tps, unv);
-                for (int i = 0; i < depth; i++) printf(" %.2f", rt.position_rate[i]);
-                if (c->pred_survival_at[0] > 0) {
+                printf("%-8s %-10s %5d %8.3f %8.3f %9.1f %9.1f %6.2fx %6.2f ", dn, sn, depth, rt.accept_length,
+                       rt.acceptance_rate, tps, off_tps, tps / off_tps, unv);
+                for (int i = 0; i < depth; i++)
+                    if (c->drafted_at[i]) printf(" %.2f", rt.position_rate[i]);
+                    else printf("    -");
+                if (c->pred_survival_at[0] > 0) {   /* a confidence head: its calibration */
                     printf("  [");
                     for (int i = 0; i < depth; i++)
-                        printf(" %.2f/%.2f", c->drafted_at[i] ? c->pred_survival_at[i] / c->drafted_at[i] : 0,
-                               c->drafted_at[i] ? (double)c->accepted_at[i] / c->drafted_at[i] : 0);
+                        if (c->drafted_at[i])
+                            printf(" %.2f/%.2f", c->pred_survival_at[i] / c->drafted_at[i],
+                                   (double)c->accepted_at[i] / c->drafted_at[i]);
+                        else printf(" -");
                     printf(" ] predicted/observed survival");
                 }
                 printf("%s\n", mism ? "  MISMATCH vs speculation off" : "");
@@ -284,14 +302,15 @@ int main(int argc, char **argv) {
                     csv_row_fieldf(&row, "%.4f", rt.accept_length);
                     csv_row_fieldf(&row, "%.4f", rt.acceptance_rate);
                     csv_row_fieldf(&row, "%.2f", tps);
-                    csv_row_fieldf(&row, "%.4f", tps / base_tps);
+                    csv_row_fieldf(&row, "%.2f", off_tps);
+                    csv_row_fieldf(&row, "%.4f", tps / off_tps);
                     csv_row_fieldf(&row, "%d", mism);
                     csv_row_fieldf(&row, "%.4f", unv);
-                    for (int i = 0; i < dmax; i++)
-                        if (i < depth) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
+                    for (int i = 0; i < dmax; i++)   /* empty: beyond the depth, or no draft reached it */
+                        if (i < depth && c->drafted_at[i]) csv_row_fieldf(&row, "%.4f", rt.position_rate[i]);
                         else csv_row_field(&row, "");
-                    for (int i = 0; i < dmax; i++)
-                        if (i < depth && c->drafted_at[i])
+                    for (int i = 0; i < dmax; i++)   /* only a confidence head predicts survival */
+                        if (i < depth && c->drafted_at[i] && c->pred_survival_at[0] > 0)
                             csv_row_fieldf(&row, "%.4f", c->pred_survival_at[i] / c->drafted_at[i]);
                         else csv_row_field(&row, "");
                     csv_row_end(&row);

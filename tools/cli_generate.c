@@ -15,6 +15,8 @@
 #include "outfile.h"
 #include "verify_policy.h"
 #include "spec_run.h"
+#include "spec_cli.h"
+#include "spec_stats_json.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -25,6 +27,7 @@ typedef struct {
     vpolicy_args verify;
     float temperature, top_p;
     unsigned long long seed;
+    spec_cli given;            /* which speculation options the command line gave (spec_cli_check) */
 } gen_opts;
 
 static void help(FILE *f) {
@@ -46,7 +49,8 @@ static void help(FILE *f) {
         "  --ignore-eos        keep generating past end-of-text tokens\n"
         "  --drafter NAME      speculative drafter: " DRAFTER_NAMES " (default none)\n"
         "  --depth K           drafts per verify step, 1..16 (default 4); never read from a checkpoint\n"
-        "  --draft-model DIR   draft model for --drafter draft (same tokenizer required)\n"
+        "  --draft-model DIR   --drafter draft: the draft model (same tokenizer required); dspark:\n"
+        "                      its checkpoint\n"
         "  --verify-schedule S how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                      (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
         "  --p-min P           threshold: stop at the first draft whose confidence (or draft\n"
@@ -61,8 +65,12 @@ static void help(FILE *f) {
         "  --ngram-max N       ngram: longest context suffix matched (default 3)\n"
         "  --ngram-min N       ngram: shortest suffix matched (default 1)\n"
         "  --ngram-spec-factor F  ngram: at most ceil(F x match length) drafts (default 1; 0 = no cap)\n"
-        "  --stats-json FILE   write timing, token counts and drafter statistics as JSON\n"
-        "                      (written atomically)\n"
+        "                      An option the drafter or verify schedule given would not read (--depth\n"
+        "                      without a drafter, --p-min without threshold, ...) is an error.\n"
+        "  --stats-json FILE   write timing, token counts and drafter statistics as JSON: fields\n"
+        "                      named like `vllm bench serve`'s hold vLLM's values, specbed's own\n"
+        "                      start with specbed_ (written atomically after the run; a destination\n"
+        "                      that cannot be written fails before it)\n"
         "  --tp N              tensor parallelism over N processes; start as\n"
         "                      `mpirun -np N specbed generate ... --tp N` (default 1)\n"
         CLI_DEVICE_HELP
@@ -71,7 +79,7 @@ static void help(FILE *f) {
 
 static int parse(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.max_tokens = 128, .top_p = 1.0f, .depth = 4, .dr = {.name = "none", .max_seqs = 1},
-                    .verify = VPOLICY_ARGS_DEFAULT};
+                    .verify = VPOLICY_ARGS_DEFAULT, .given = {.dspark_model = -1}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
@@ -80,15 +88,15 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--prompt")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt_file = v; }
         else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.name = v; }
-        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; }
-        else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
-        else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
-        else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
-        else if (!strcmp(a, "--ngram-spec-factor")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; o->given.draft_model = 1; }
+        else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; o->given.depth_opt = "--depth"; }
+        else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; o->given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; o->given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; o->given.ngram = 1; }
         else if (!strcmp(a, "--verify-schedule")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.name = v; }
-        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; }
-        else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; }
-        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 0.999, &o->verify.alpha)) return -1; }
+        else if (!strcmp(a, "--cost-table")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->verify.cost_path = v; o->given.cost_table = 1; }
+        else if (!strcmp(a, "--p-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 1, &o->verify.p_min)) return -1; o->given.p_min = 1; }
+        else if (!strcmp(a, "--adaptive-alpha")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_double(CMD, a, v, 0, 0.999, &o->verify.alpha)) return -1; o->given.alpha = 1; }
         else if (!strcmp(a, "--stats-json")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->stats_json = v; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 20, &o->max_tokens)) return -1; }
         else if (!strcmp(a, "--top-k")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 0, 1 << 30, &o->top_k)) return -1; }
@@ -100,11 +108,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else { fprintf(stderr, "specbed generate: unknown option '%s' (see --help)\n", a); return -1; }
     }
     if (!o->model_dir) { fprintf(stderr, "specbed generate: --model DIR is required\n"); return -1; }
-    vpolicy_kind k;
-    if (vpolicy_parse(o->verify.name, &k)) {
-        fprintf(stderr, "specbed generate: --verify-schedule expects %s, got '%s'\n", VPOLICY_NAMES, o->verify.name);
-        return -1;
-    }
+    char err[512];
+    o->given.drafters = o->dr.name;
+    o->given.schedules = o->verify.name;
+    if (spec_cli_check(&o->given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return -1; }
     if (!o->prompt == !o->prompt_file) {
         fprintf(stderr, "specbed generate: give exactly one of --prompt and --prompt-file\n");
         return -1;
@@ -142,22 +149,13 @@ static int write_stats(const char *path, const gen_opts *o, const gen_result *r,
     cJSON_AddNumberToObject(j, "other_s", decode_s - t->draft_s - t->verify_s);
     cJSON_AddNumberToObject(j, "prefill_tokens_per_s", t->prefill_s > 0 ? t->prefill_tokens / t->prefill_s : 0);
     cJSON_AddNumberToObject(j, "decode_tokens_per_s", decode_s > 0 ? (r->n_tokens - 1) / decode_s : 0);
-    cJSON_AddNumberToObject(j, "verify_steps", (double)t->steps);
+    /* the sequence's decode (verify) steps; the prefill's forwards are counted apart */
+    cJSON_AddNumberToObject(j, "verify_steps", (double)t->verify_steps);
+    cJSON_AddNumberToObject(j, "forward_steps", (double)t->forward_steps);
     cJSON_AddStringToObject(j, "drafter", o->dr.name);
     if (d) {
-        spec_rates c = spec_rates_between(NULL, &t->counters);
         cJSON_AddNumberToObject(j, "depth", o->depth);
-        /* vLLM bench serve's names and units (the rate in percent); specbed's own carry its prefix */
-        cJSON_AddNumberToObject(j, "spec_decode_num_drafts", (double)c.drafts);
-        cJSON_AddNumberToObject(j, "spec_decode_draft_tokens", (double)c.drafted_tokens);
-        cJSON_AddNumberToObject(j, "spec_decode_accepted_tokens", (double)c.accepted_tokens);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_length", c.accept_length);
-        cJSON_AddNumberToObject(j, "spec_decode_acceptance_rate", 100.0 * c.acceptance_rate);
-        cJSON_AddNumberToObject(j, "specbed_empty_proposals", (double)c.empty_proposals);
-        cJSON_AddNumberToObject(j, "specbed_unverified_draft_tokens", (double)c.unverified_tokens);
-        cJSON_AddNumberToObject(j, "specbed_gated_steps", (double)c.gated_steps);
-        cJSON *pp = cJSON_AddArrayToObject(j, "spec_decode_per_position_acceptance_rates");
-        for (int i = 0; i < o->depth; i++) cJSON_AddItemToArray(pp, cJSON_CreateNumber(c.position_rate[i]));
+        spec_stats_add_json(j, &t->counters, o->depth);
     }
     cJSON_AddNumberToObject(j, "temperature", o->temperature);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
@@ -176,6 +174,11 @@ int cli_generate(int argc, char **argv) {
     gen_opts o;
     if (parse(argc, argv, &o)) return 2;
     char err[1024];
+    /* the statistics are written after the run: a destination that cannot take them fails now */
+    if (o.stats_json && outfile_check(o.stats_json, err, sizeof err)) {
+        fprintf(stderr, CMD ": --stats-json %s\n", err);
+        return 1;
+    }
     char *prompt_buf = NULL;
     size_t prompt_len;
     if (o.prompt_file) {

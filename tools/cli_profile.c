@@ -10,6 +10,8 @@
 #define CMD "specbed profile"
 #include "cost_profile.h"
 #include "drafters.h"
+#include "outfile.h"
+#include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -38,13 +40,14 @@ int cli_profile(int argc, char **argv) {
     const char *model_dir = NULL, *out = NULL, *device = "cpu";
     drafter_opts dop = {.name = "none", .max_seqs = 8};
     int max_rows = 128, history = 256, reps = 5, tp = 1;
+    spec_cli given = {.dspark_model = -1};   /* speculation options given (spec_cli_check) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); return 0; }
         else if (!strcmp(a, "--model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; model_dir = v; }
         else if (!strcmp(a, "--out")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; out = v; }
         else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.name = v; }
-        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.draft_model = v; }
+        else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.draft_model = v; given.draft_model = 1; }
         else if (!strcmp(a, "--max-rows")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 4096, &max_rows)) return 2; }
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }
@@ -53,8 +56,12 @@ int cli_profile(int argc, char **argv) {
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
     }
     if (!model_dir || !out) { fprintf(stderr, "specbed profile: --model DIR and --out FILE are required\n"); return 2; }
-    if (cli_device_select(CMD, device, tp)) return 1;
     char err[1024];
+    given.drafters = dop.name;
+    if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return 2; }
+    /* the table is written after minutes of measuring: a destination that cannot take it fails now */
+    if (outfile_check(out, err, sizeof err)) { fprintf(stderr, CMD ": --out %s\n", err); return 1; }
+    if (cli_device_select(CMD, device, tp)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 8, .max_batch_rows = max_rows > 64 ? max_rows : 64,
                           .max_seq_len = history + max_rows + 64};

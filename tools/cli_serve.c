@@ -11,6 +11,7 @@
 
 #define CMD "specbed serve"
 #include "verify_policy.h"
+#include "spec_cli.h"
 #include "server.h"
 #include "cli_tp.h"
 #include "cli_device.h"
@@ -30,7 +31,8 @@ static void help(FILE *f) {
         "token included; accept rate = accepted / drafted tokens).\n"
         "\n"
         "  --model DIR               target model directory (required)\n"
-        "  --served-model-name NAME  model id in the API (default: the directory's name)\n"
+        "  --served-model-name NAME  model id in the API (default: the directory's name); non-empty\n"
+        "                            UTF-8 of at most 255 bytes, no control characters\n"
         "  --drafter NAME            " DRAFTER_NAMES " (default none)\n"
         "  --draft-model DIR         draft model for --drafter draft\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
@@ -52,7 +54,8 @@ static void help(FILE *f) {
         "  --max-seq-len N           context per request (default min(model's, 2048))\n"
         "  --decode-log-interval N   decode steps per Decode batch line, 0 = off (default 40)\n"
         "  --api-key KEY             require 'Authorization: Bearer KEY' on every route but /health\n"
-        "                            (checked before any request body is read)\n"
+        "                            (checked before any request body is read; printable, no\n"
+        "                            leading or trailing space, which HTTP would strip)\n"
         "  --max-connections N       open HTTP connections; more are refused at once (default 512)\n"
         "  --http-timeout S          close a connection that sends nothing for S seconds while its\n"
         "                            request is incomplete (default 15)\n"
@@ -80,11 +83,15 @@ static void help(FILE *f) {
         "max_tokens 0 and logprobs it scores the prompt), n (must be 1), ignore_eos (as vLLM),\n"
         "and the experiment override\n"
         "  \"spec_depth\": 0..16    drafts per step for this request; 0 = speculation off;\n"
-        "                         absent = the server's --depth\n");
+        "                         absent = the server's --depth; above 0 on a server without\n"
+        "                         a drafter: 400\n"
+        "A streamed chat completion sends its first chunk (the role) once the prompt is\n"
+        "prefilled, as vLLM does, so TTFT taken at the first chunk includes prefill.\n");
 }
 
 static int parse(int argc, char **argv, server_opts *o, int *tp, const char **device) {
     server_opts_default(o);
+    spec_cli given = {.dspark_model = -1};   /* speculation options given (spec_cli_check) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         float fl;
@@ -93,13 +100,13 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else if (!strcmp(a, "--model")) { VAL(); o->model_dir = v; }
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->served_name = v; }
         else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
-        else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; }
+        else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; given.draft_model = 1; }
         else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
-        else if (!strcmp(a, "--api-key")) { VAL(); if (!*v) { fprintf(stderr, "specbed serve: --api-key is empty\n"); return -1; } o->api_key = v; }
-        else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; }
-        else if (!strcmp(a, "--ngram-max")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; }
-        else if (!strcmp(a, "--ngram-min")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; }
-        else if (!strcmp(a, "--ngram-spec-factor")) { VAL(); if (drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; }
+        else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
+        else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; given.depth_opt = "--depth"; }
+        else if (!strcmp(a, "--ngram-max")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-min")) { VAL(); if (opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; given.ngram = 1; }
+        else if (!strcmp(a, "--ngram-spec-factor")) { VAL(); if (drafter_opt_ngram_factor(CMD, a, v, &o->dr)) return -1; given.ngram = 1; }
         else if (!strcmp(a, "--port")) { VAL(); if (opt_int(CMD, a, v, 0, 65535, &o->port)) return -1; }
         else if (!strcmp(a, "--max-running")) { VAL(); if (opt_int(CMD, a, v, 1, 1024, &o->max_running)) return -1; }
         else if (!strcmp(a, "--max-queue")) { VAL(); if (opt_int(CMD, a, v, 0, 1 << 20, &o->max_queue)) return -1; }
@@ -114,9 +121,9 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
             }
             o->verify.name = v;
         }
-        else if (!strcmp(a, "--p-min")) { VAL(); if (opt_float(CMD, a, v, 0, 1, &fl)) return -1; o->verify.p_min = fl; }
-        else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (opt_float(CMD, a, v, 0, 0.999, &fl)) return -1; o->verify.alpha = fl; }
-        else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; }
+        else if (!strcmp(a, "--p-min")) { VAL(); if (opt_float(CMD, a, v, 0, 1, &fl)) return -1; o->verify.p_min = fl; given.p_min = 1; }
+        else if (!strcmp(a, "--adaptive-alpha")) { VAL(); if (opt_float(CMD, a, v, 0, 0.999, &fl)) return -1; o->verify.alpha = fl; given.alpha = 1; }
+        else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; given.cost_table = 1; }
         else if (!strcmp(a, "--max-connections")) { VAL(); if (opt_int(CMD, a, v, 4, 65536, &o->max_connections)) return -1; }
         else if (!strcmp(a, "--http-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->http_timeout_s)) return -1; }
         else if (!strcmp(a, "--tp")) { VAL(); if (opt_int(CMD, a, v, 1, 64, tp)) return -1; }
@@ -135,6 +142,13 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else { fprintf(stderr, "specbed serve: unknown option '%s' (see --help)\n", a); return -1; }
     }
     if (!o->model_dir) { fprintf(stderr, "specbed serve: --model DIR is required\n"); return -1; }
+    given.drafters = o->dr.name;
+    given.schedules = o->verify.name;
+    char err[512];
+    if (spec_cli_check(&given, err, sizeof err) || server_opts_check(o, err, sizeof err)) {
+        fprintf(stderr, CMD ": %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
