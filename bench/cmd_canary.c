@@ -62,6 +62,8 @@ static void help(FILE *f) {
         "\n"
         "  --launch CMD          start the server (CMD has a {port} placeholder), wait for\n"
         "                        /health, run, stop it; its log goes to OUT/server.log\n"
+        "  --port-base P         with --launch: the first free port from P (P..P+99); default 0,\n"
+        "                        any free port the kernel picks\n"
         "  --boot-timeout S      seconds to wait for /health (default 180)\n"
         "  --duration S          length of the bursty load (default 30)\n"
         "  --burst N             concurrency of the bursts (default 8; troughs run 2)\n"
@@ -105,12 +107,13 @@ int cmd_canary(int argc, char **argv) {
     canary_opts_default(&o);
     const char *launch = NULL, *calib = NULL, *csv = NULL;
     double boot_timeout = 180, threshold = 2.0;
-    int threshold_set = 0;
+    int threshold_set = 0, port_base = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(stdout); return 0; }
 #define VAL() do { if (!(v = opt_value("canary", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--launch")) { VAL(); launch = v; }
+        else if (!strcmp(a, "--port-base")) { VAL(); if (opt_int("canary", a, v, 1, 65435, &port_base)) return 2; }
         else if (!strcmp(a, "--boot-timeout")) { VAL(); if (opt_double("canary", a, v, 1, 86400, &boot_timeout)) return 2; }
         else if (!strcmp(a, "--duration")) { VAL(); if (opt_double("canary", a, v, 1, 86400, &o.duration_s)) return 2; }
         else if (!strcmp(a, "--burst")) { VAL(); if (opt_int("canary", a, v, 1, 4096, &o.burst)) return 2; }
@@ -180,6 +183,10 @@ int cmd_canary(int argc, char **argv) {
         return 2;
     }
     if (o.lo.c.url && launch) { fprintf(stderr, "canary: --url and --launch exclude each other\n"); return 2; }
+    if (port_base && !launch) { fprintf(stderr, "canary: --port-base needs --launch\n"); return 2; }
+    /* before anything is created: a template without {port} would start a
+     * server specbed cannot find, and wait the whole boot timeout for it */
+    if (launch && proc_template_check(launch, "--launch", err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); return 2; }
     if (!o.lo.workload) o.lo.workload = "code";
     o.lo.c.url = o.lo.c.url ? o.lo.c.url : "http://127.0.0.1:0";   /* replaced after launch */
     if (load_cli_check("canary", &o.lo)) return 2;
@@ -206,9 +213,8 @@ int cmd_canary(int argc, char **argv) {
         proc_guard_signals();
         int port;
         char cmd[8192], logp[1100];
-        if (proc_free_port(&port, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
+        if (proc_pick_port(port_base, &port, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
         if (proc_expand(launch, port, -1, NULL, NULL, cmd, sizeof cmd)) { fprintf(stderr, "canary: --launch command too long\n"); goto out; }
-        if (!strstr(launch, "{port}")) fprintf(stderr, "canary: warning: --launch has no {port}; assuming the server listens on %d\n", port);
         snprintf(logp, sizeof logp, "%s/server.log", outdir);
         if (proc_start(&s, cmd, port, logp, err, sizeof err)) { fprintf(stderr, "canary: %s\n", err); goto out; }
         if (http_wait_health(s.base, boot_timeout, proc_alive, &s, err, sizeof err)) {

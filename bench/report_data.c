@@ -596,7 +596,8 @@ int rp_recommend(rp_sweep *s, const char *cost_path, int n_boot, unsigned long l
                     snprintf(p, sizeof p, "%s/%s", s->dir, s->cost_tables[k][1]);
                     if (!cost_curve_load(&cost, p, e2, sizeof e2)) {
                         table = 1;
-                        snprintf(cost.source, sizeof cost.source, "measured in-process by --profile-cmd (%s)",
+                        /* a label: a path past 500 bytes is shown cut (".500s" keeps -Wformat-truncation quiet) */
+                        snprintf(cost.source, sizeof cost.source, "measured in-process by --profile-cmd (%.500s)",
                                  s->cost_tables[k][1]);
                     }
                 }

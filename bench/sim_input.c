@@ -254,7 +254,7 @@ int sim_accept_load_sweep(const char *dir, const char *drafter, sim_accept **out
         snprintf(what, sizeof what, "%.200s: %s on %s", dir, x->drafter, x->workload);
         if (check_rates(x, 0, what, err, errlen)) { free(a); free(cells); return -1; }
         sim_accept_fit_fill(x, deep, nal ? al / nal : NAN, nar ? ar / nar : NAN);
-        snprintf(x->source, sizeof x->source, "%.300s: %s on %s at depth %d (concurrency %s, %d run(s)%s)", dir,
+        snprintf(x->source, sizeof x->source, "%.200s: %s on %s at depth %d (concurrency %.60s, %d run(s)%s)", dir,
                  x->drafter, x->workload, deep, concs, runs, bad ? "; runs with failed requests left out" : "");
     }
     free(cells);

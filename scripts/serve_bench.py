@@ -129,7 +129,7 @@ def run_level(host, port, prompts, c, n_req, args):
         "mean_itl_ms": round(statistics.mean(itl), 3) if itl else "", "p50_itl_ms": round(pct(itl, 50), 3),
         "p99_itl_ms": round(pct(itl, 99), 3),
         "mean_tpot_ms": round(statistics.mean(tpot), 3) if tpot else "",
-        "spec_decode_acceptance_length": round(comm / steps, 2) if steps else "",
+        "specbed_acceptance_length": round(comm / steps, 2) if steps else "",
     }
 
 

@@ -108,6 +108,13 @@ set +e
 set -e
 [ "$rc" = 2 ] || fail "canary against no server exited $rc (want 2)"
 [ ! -e "$WORK/c4" ] || fail "a canary that could not run left $WORK/c4 behind: $(ls -la "$WORK/c4")"
+# a launch template without {port} is refused at once (it used to wait the whole
+# boot timeout for a server on a port specbed never told it), and nothing is left
+set +e
+T 10 "$BIN" canary --launch "$BIN serve --model $ROOT/models/tiny --port 1" --out "$WORK/c5" >"$WORK/c5.txt" 2>&1; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "{port}" "$WORK/c5.txt" || fail "canary --launch without {port} exited $rc: $(cat "$WORK/c5.txt")"
+[ ! -e "$WORK/c5" ] || fail "a canary refused for its template left $WORK/c5 behind"
 # input limits are checked before anything is read: a device is refused at once
 set +e
 T 10 "$BIN" canary --intervals /dev/zero >"$WORK/zero.txt" 2>&1; rc=$?
