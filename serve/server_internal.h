@@ -198,6 +198,10 @@ int    srv_utf8_valid(const char *s, size_t n);
 size_t srv_utf8_chars(const char *s, size_t n);
 /* Token text for logprobs: valid UTF-8 as is, else "bytes:\xNN…" (OpenAI). */
 void   srv_token_str(const tokenizer *t, int id, char *buf, size_t cap);
+/* A JSON string item holding the n bytes at s, a NUL included (as \u0000):
+ * cJSON's strings end at the first NUL, and generated or echoed text may
+ * hold one (a token that decodes to 0x00). NULL when out of memory. */
+struct cJSON *srv_json_text(const char *s, size_t n);
 
 /* server_metrics.c */
 void srv_metrics_init(srv_metrics *m);

@@ -203,11 +203,12 @@ char *srv_render_final(server *s, srv_req *r) {
     int k1 = srv_tokens_in_text(r, r->text_len);
     char *text = r->echo ? dup_text(r->prompt_text, r->prompt_len, r->text, r->text_len)
                          : dup_text(r->text, r->text_len, NULL, 0);
+    size_t text_len = r->echo ? r->prompt_len + r->text_len : r->text_len;
     if (!text) { cJSON_Delete(j); return NULL; }
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", text);
+        cJSON_AddItemToObject(m, "content", srv_json_text(text, text_len));
         if (r->logprobs >= 0) {
             cJSON *content = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "logprobs"), "content");
             for (int i = 0; i < k1; i++) chat_lp_add(content, s->e->tok, r, i);
@@ -215,7 +216,7 @@ char *srv_render_final(server *s, srv_req *r) {
             cJSON_AddNullToObject(c, "logprobs");
         }
     } else {
-        cJSON_AddStringToObject(c, "text", text);
+        cJSON_AddItemToObject(c, "text", srv_json_text(text, text_len));
         if (r->logprobs >= 0) {
             lp_comp lc = lp_comp_new();
             srv_cursor cur = {0, 0};
@@ -253,7 +254,7 @@ char *srv_render_chunk(server *s, srv_req *r, size_t t0, size_t t1, int k0, int 
     if (!text) { cJSON_Delete(env); return NULL; }
     if (r->kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
-        if (t1 > t0 || !finish) cJSON_AddStringToObject(d, "content", text);
+        if (t1 > t0 || !finish) cJSON_AddItemToObject(d, "content", srv_json_text(text, t1 - t0));
         if (r->logprobs >= 0 && k1 > k0) {
             cJSON *content = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "logprobs"), "content");
             for (int i = k0; i < k1; i++) chat_lp_add(content, s->e->tok, r, i);
@@ -261,7 +262,7 @@ char *srv_render_chunk(server *s, srv_req *r, size_t t0, size_t t1, int k0, int 
             cJSON_AddNullToObject(c, "logprobs");
         }
     } else {
-        cJSON_AddStringToObject(c, "text", text);
+        cJSON_AddItemToObject(c, "text", srv_json_text(text, t1 - t0));
         if (r->logprobs >= 0 && k1 > k0) {
             lp_comp lc = lp_comp_new();
             lp_comp_gen(&lc, s, r, k0, k1, cur);
@@ -277,7 +278,7 @@ char *srv_render_chunk(server *s, srv_req *r, size_t t0, size_t t1, int k0, int 
 
 char *srv_render_echo_chunk(server *s, srv_req *r, srv_cursor *cur) {
     cJSON *env, *c = chunk_choice(s, r, &env);
-    cJSON_AddStringToObject(c, "text", r->prompt_text);
+    cJSON_AddItemToObject(c, "text", srv_json_text(r->prompt_text, r->prompt_len));
     if (r->logprobs >= 0) {
         lp_comp lc = lp_comp_new();
         cur->chars = lp_comp_prompt(&lc, s, r);

@@ -2,7 +2,9 @@
  * (request bodies must be UTF-8), character counting (OpenAI text offsets
  * are in characters) and token strings for logprobs. (Stop strings are
  * stop_match.c's.) Pure functions; no server state. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "server_internal.h"
 
@@ -36,6 +38,39 @@ size_t srv_utf8_chars(const char *str, size_t n) {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += ((unsigned char)str[i] & 0xC0) != 0x80;
     return c;
+}
+
+/* JSON-escapes the bytes as cJSON does (quote, backslash, control
+ * characters; other bytes as they are: the text is UTF-8), but by length,
+ * so that a NUL becomes \u0000 instead of the end of the text, and hands
+ * the result to cJSON as a raw value. */
+cJSON *srv_json_text(const char *s, size_t n) {
+    char *out = malloc(n * 6 + 3);   /* worst case: every byte \u00XX */
+    if (!out) return NULL;
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default: break;
+        }
+        if (esc) { memcpy(out + o, esc, 2); o += 2; }
+        else if (c < 0x20) o += (size_t)snprintf(out + o, 7, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o++] = '"';
+    out[o] = 0;
+    cJSON *j = cJSON_CreateRaw(out);
+    free(out);
+    return j;
 }
 
 void srv_token_str(const tokenizer *t, int id, char *buf, size_t cap) {

@@ -471,6 +471,27 @@ static void test_bom(void) {
     }
 }
 
+/* Text keeps every byte its tokens decode to, a NUL included (JSON carries
+ * it as \u0000; cJSON's strings would end there). Token 188 of the fixture's
+ * byte-level vocabulary is the byte 0x00, 64 is "a". */
+static void test_nul_text(void) {
+    const char *body = "{\"prompt\": [64, 188, 64], \"max_tokens\": 0, \"echo\": true, \"logprobs\": 0}";
+    sc_resp r = call(BASE, "POST", "/v1/completions", body, KEY);
+    CHECKF(r.status == 200 && strstr(r.body, "\"text\":\"a\\u0000a\""), "echo of a NUL: %ld %.300s", r.status, r.body);
+    sc_resp_free(&r);
+    const char *sbody = "{\"prompt\": [64, 188, 64], \"max_tokens\": 0, \"echo\": true, \"stream\": true}";
+    r = call(BASE, "POST", "/v1/completions", sbody, KEY);
+    CHECKF(r.status == 200 && strstr(r.body, "\"text\":\"a\\u0000a\""), "streamed echo of a NUL: %ld %.300s", r.status,
+           r.body);
+    sc_resp_free(&r);
+    /* the escapes cJSON makes stay as they were */
+    const char *q = "{\"prompt\": \"say \\\"hi\\\"\\n\\t\\\\ \\u0001\", \"max_tokens\": 0, \"echo\": true}";
+    r = call(BASE, "POST", "/v1/completions", q, KEY);
+    CHECKF(r.status == 200 && strstr(r.body, "\"text\":\"say \\\"hi\\\"\\n\\t\\\\ \\u0001\""), "escapes: %ld %.300s",
+           r.status, r.body);
+    sc_resp_free(&r);
+}
+
 static void test_batch_invariance(void) {
     for (int i = 0; i < 8; i++) {
         REF[i] = run_job(BASE, &MIX[i], NULL, 0);
@@ -804,6 +825,7 @@ int main(void) {
         test_stop();
         test_errors();
         test_bom();
+        test_nul_text();
         test_batch_invariance();
         test_16_clients();
         test_disconnect();
