@@ -58,8 +58,13 @@ void *cu_out(void *p, size_t bytes, int copy_in);
 void cu_end(const char *what);
 /* Device buffer `slot` (CU_SCRATCH_*) of at least bytes, kept between calls
  * (grown, never shrunk). Only inside a bracket. */
-enum { CU_SCRATCH_SCORES = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_N = 2 };
+enum { CU_SCRATCH_SCORES = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_ROPE = 2, CU_SCRATCH_N = 3 };
 void *cu_scratch(int slot, size_t bytes);
+/* Changes whenever staged bytes may be overwritten (the ring reset after a
+ * wait, or regrown): a staged device copy stays readable by later calls
+ * while this is unchanged (attention's page lists, reused by every layer
+ * of a forward). */
+unsigned long cu_ring_epoch(void);
 /* 1 when the device can read p directly (device or managed memory). */
 int cu_on_device(const void *p);
 
@@ -82,9 +87,61 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
  * kernel goes in parentheses. One spelling for every launch, so that
  * tests/cuda_emu (the CUDA programming model emulated on the CPU, to run
  * this backend where no GPU is) can stand in for the chevrons. */
+/* Programmatic dependent launch (Hopper, sm_90): a kernel launched with it
+ * may be scheduled while the kernel before it is still running, and waits
+ * in cu_pdl_wait() until that one has finished and its writes are
+ * visible; the launch latency and block start-up of ~20 small kernels a
+ * layer overlap the tail of the one before instead of adding to it. EVERY
+ * kernel of this backend calls cu_pdl_wait() before it reads or writes
+ * global memory (a kernel that did not would race with its predecessor),
+ * then cu_pdl_launch() to let its own successor be scheduled. On when the
+ * start-up probe passes (cuda_mem.cu) unless SPECBED_CUDA_PDL=0. */
+int cu_pdl(void);
 #ifndef CU_LAUNCH
-#define CU_LAUNCH(kernel, grid, block) kernel<<<(grid), (block), 0, cu_stream()>>>
+template <class... P> struct cu_launcher {
+    void (*k)(P...);
+    dim3 g, b;
+    template <class... A> void operator()(A... a) const {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = g;
+        cfg.blockDim = b;
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = cu_stream();
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = cu_pdl() ? 1 : 0;
+        cu_check(cudaLaunchKernelEx(&cfg, k, (P)a...), "launching a kernel");
+    }
+};
+template <class... P> static inline cu_launcher<P...> cu_launch(void (*k)(P...), dim3 g, dim3 b) {
+    return cu_launcher<P...>{k, g, b};
+}
+#define CU_LAUNCH(kernel, grid, block) cu_launch(kernel, dim3(grid), dim3(block))
 #endif
+
+__device__ __forceinline__ void cu_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cu_pdl_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* p's line into L2, with no register and no wait: for bytes no kernel
+ * writes (weights), before cu_pdl_wait */
+__device__ __forceinline__ void cu_prefetch_l2(const void *p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+/* both, at a kernel's start */
+#define CU_PDL_ENTRY() do { cu_pdl_wait(); cu_pdl_launch(); } while (0)
 
 /* ---- on the device -------------------------------------------------------- */
 

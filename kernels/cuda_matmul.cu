@@ -3,27 +3,42 @@
  * cuBLAS (dlopen, on first use of its mode, so a process that never asks
  * for it neither loads its ~600 MB of libraries nor needs them installed).
  *
- * "invariant" (default). Each output element y[i][j] is reduced by a group
- * of 8 consecutive lanes in exactly the CPU AVX2/scalar order
- * (cpu_matmul.c): lane l keeps one fma chain over k ≡ l (mod 8), k <
- * cols − cols%8, in increasing k; the 8 chains are combined by xor-shuffles
- * 4, 2, 1, which add ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) (IEEE addition
- * is commutative, so either lane of a pair gets the same bits); lane 0 then
- * runs the cols%8 tail with fma. The order depends on cols alone: not on
- * m, on the tile of x rows a row lands in (each row keeps its own
- * accumulator), on the block or on the GPU — so a row's result is the same
- * alone, among verify rows or beside other sequences, and equals the CPU's
- * AVX2/scalar result bit for bit (tests/test_cuda.c). Block: 256 threads =
- * 32 weight rows × 8 lanes; each weight row is read once per tile of up to
- * 8 x rows. Correct first: a lane loads one weight element per step; the
- * next step is 16-byte loads transposed across the group by shuffles (the
- * same chains), and a shared-memory x tile for prefill.
+ * "invariant" (default). One fixed reduction order per output element that
+ * depends on cols alone — not on m, the tile a row lands in, the grid or
+ * the GPU — so a row's result is the same alone, among verify rows or
+ * beside other sequences (batch invariance, DESIGN §4), and greedy
+ * speculation on = off on the GPU. It is the GPU's own order, not the
+ * CPU's: the CPU's (8 fma chains over the whole row) is a sequential chain
+ * of cols/8 fmas per output, which leaves a 1-row decode step with
+ * rows × 8 chains in flight — a few hundred kB of loads against the ~3 MB
+ * an H200 needs in flight to reach its bandwidth (the first GPU run:
+ * 190 GB/s, 4.5% of the HBM). So CUDA vs CPU logits agree to rounding
+ * (tests/test_cuda.c holds them to the γ_n bound of two f32 orders) and
+ * argmax equal, not bit for bit.
+ *
+ * The order (mm_inv): the row's k range is cut into NW parts (NW = 1, 2,
+ * 4 or 8, from cols: about 512 columns a part), each a multiple of 8 long.
+ * A warp reduces one part: lane L takes the 8 consecutive elements at
+ * k = part start + 256·it + 8·L, it = 0, 1, ..., and keeps one fma chain
+ * over them (element order within the 8, then it); the 32 lane sums are
+ * added by the xor butterfly 16, 8, 4, 2, 1 (every lane ends with the same
+ * bits: IEEE addition is commutative); the NW part sums are added in part
+ * order, ((p0 + p1) + p2) + .... The weight is read as 16-byte loads (8
+ * bf16/f16, coalesced: a warp reads 512 contiguous bytes), each element
+ * once per x tile: a warp keeps R weight rows × MT x rows of accumulators,
+ * so a verify of up to 8 rows reads the weight once, like decode (R and MT
+ * are chosen from m, which changes how many accumulators a warp holds and
+ * never a row's arithmetic). Grid: ceil(rows / (G·R)) blocks of NW·G
+ * warps (G row groups: 4 warps a block at least), blockIdx.y over tiles of
+ * MT x rows when m > MT. A 1-row step of Qwen3-0.6B's q projection
+ * (2048 × 1024) is 1,024 blocks of 4 warps, all loads of a warp issued
+ * before its first fma.
  *
  * "cublas". cublasGemmEx with fp32 accumulation. bf16/f16 weights need the
  * activations in the same type, so x is rounded to it first (as bf16
  * engines do; relative error ≤ 2⁻⁸ per activation for bf16, 2⁻¹¹ for
  * f16). cuBLAS chooses its kernel (and split-K) by shape: NOT
- * batch-invariant, and not the CPU's bits. For throughput measurements. */
+ * batch-invariant. For throughput measurements. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <dlfcn.h>
@@ -32,67 +47,171 @@
 
 #include "cuda_internal.cuh"
 
-#define MM_ROWS_PER_BLOCK 32
-#define MM_THREADS (MM_ROWS_PER_BLOCK * 8)
+#define MM_MAX_WARPS 8
 
+/* 8 consecutive weight elements [k, k + 8) of a row as floats. vec: one
+ * (f32: two) 16-byte load; else element by element, those at or past end
+ * left as they were (the caller skips them too). */
 template <int DT>
-__device__ __forceinline__ float wload(const void *w, size_t i) {
-    if (DT == KB_BF16) return cu_bf16(((const uint16_t *)w)[i]);
-    if (DT == KB_F16) return cu_f16(((const uint16_t *)w)[i]);
-    return ((const float *)w)[i];
+__device__ __forceinline__ void wload8(float *v, const void *w, size_t i, int k, int end, bool vec) {
+    if (vec) {
+        if (DT == KB_F32) {
+            const float4 a = ((const float4 *)((const float *)w + i))[0];
+            const float4 b = ((const float4 *)((const float *)w + i))[1];
+            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        } else {
+            const uint4 u = *(const uint4 *)((const uint16_t *)w + i);
+            const unsigned q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (DT == KB_BF16) {
+                    v[2 * e] = __uint_as_float(q[e] << 16);
+                    v[2 * e + 1] = __uint_as_float(q[e] & 0xffff0000u);
+                } else {
+                    v[2 * e] = cu_f16((uint16_t)(q[e] & 0xffffu));
+                    v[2 * e + 1] = cu_f16((uint16_t)(q[e] >> 16));
+                }
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (k + e >= end) break;
+        if (DT == KB_BF16) v[e] = cu_bf16(((const uint16_t *)w)[i + e]);
+        else if (DT == KB_F16) v[e] = cu_f16(((const uint16_t *)w)[i + e]);
+        else v[e] = ((const float *)w)[i + e];
+    }
 }
 
-/* x rows [i0, i0 + min(MT, m − i0)) of blockIdx.y's tile × weight rows
- * [blockIdx.x · 32, +32). */
-template <int DT, int MT>
-__global__ void __launch_bounds__(MM_THREADS)
-mm_invariant(float *__restrict__ y, const float *__restrict__ x, const void *__restrict__ w, int m, int rows,
-             int cols) {
-    const int lane = threadIdx.x & 7;
-    const int j = blockIdx.x * MM_ROWS_PER_BLOCK + (threadIdx.x >> 3);
-    const int i0 = blockIdx.y * MT;
-    const int nr = m - i0 < MT ? m - i0 : MT;
-    const bool live = j < rows;
-    /* a dead group (past the last weight row) still computes, on the last
-     * row, so that every lane of the warp takes part in the shuffles */
-    const size_t wrow = (size_t)(live ? j : rows - 1) * (size_t)cols;
-    const float *xt = x + (size_t)i0 * (size_t)cols;
-    const int full = cols - cols % 8;
-    float acc[MT];
-#pragma unroll
-    for (int r = 0; r < MT; r++) acc[r] = 0.0f;
-#pragma unroll 4
-    for (int k = lane; k < full; k += 8) {
-        const float wk = wload<DT>(w, wrow + (size_t)k);
-#pragma unroll
-        for (int r = 0; r < MT; r++)
-            if (r < nr) acc[r] = fmaf(xt[(size_t)r * cols + k], wk, acc[r]);
+__device__ __forceinline__ void xload8(float *v, const float *x, int k, int end, bool vec) {
+    if (vec) {
+        const float4 a = ((const float4 *)(x + k))[0], b = ((const float4 *)(x + k))[1];
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        return;
     }
 #pragma unroll
-    for (int r = 0; r < MT; r++) {
-        float v = acc[r];
-        v = v + __shfl_xor_sync(0xffffffffu, v, 4);
-        v = v + __shfl_xor_sync(0xffffffffu, v, 2);
-        v = v + __shfl_xor_sync(0xffffffffu, v, 1);
-        acc[r] = v;
+    for (int e = 0; e < 8; e++) {
+        if (k + e >= end) break;
+        v[e] = x[k + e];
     }
-    if (lane != 0 || !live) return;
+}
+
+/* Block: nw parts × G row groups of warps (warp = g·nw + p); group g holds
+ * weight rows (blockIdx.x·G + g)·R + [0, R). part: the part length, a
+ * multiple of 8. */
+template <int DT, int R, int MT>
+__global__ void __launch_bounds__(MM_MAX_WARPS * 32)
+mm_inv(float *__restrict__ y, const float *__restrict__ x, const void *__restrict__ w, int m, int rows, int cols,
+       int nw, int part, int vec_ok) {
+    __shared__ float red[MM_MAX_WARPS][R * MT];
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int p = warp % nw, g = warp / nw, G = (int)blockDim.x / 32 / nw;
+    const int j0 = ((int)blockIdx.x * G + g) * R;
+    const int k0 = p * part, k1 = k0 + part < cols ? k0 + part : cols;
+    const bool vec = vec_ok != 0;
+    const size_t es = DT == KB_F32 ? 4 : 2;
+    size_t wrow[R];
 #pragma unroll
-    for (int r = 0; r < MT; r++) {
-        if (r >= nr) break;
-        float v = acc[r];
-        for (int k = full; k < cols; k++) v = fmaf(xt[(size_t)r * cols + k], wload<DT>(w, wrow + (size_t)k), v);
-        y[(size_t)(i0 + r) * rows + j] = v;
+    for (int i = 0; i < R; i++) {
+        /* a row past the last still computes (on the last row), so that
+         * every lane reaches the shuffles and the barriers; it is not written */
+        const int j = j0 + i < rows ? j0 + i : rows - 1;
+        wrow[i] = (size_t)j * (size_t)cols;
+        /* the weight is never written by a kernel: its bytes start towards
+         * L2 while the kernel before this one (launched with PDL) finishes */
+        if (m <= MT)
+            for (int k = k0 + 8 * lane; k < k1; k += 256) cu_prefetch_l2((const char *)w + (wrow[i] + (size_t)k) * es);
     }
+    CU_PDL_ENTRY();
+    const int ntiles = (m + MT - 1) / MT;
+    for (int t = (int)blockIdx.y; t < ntiles; t += (int)gridDim.y) {
+        const int i0 = t * MT, nr = m - i0 < MT ? m - i0 : MT;
+        const float *xt = x + (size_t)i0 * (size_t)cols;
+        float acc[R][MT];
+#pragma unroll
+        for (int i = 0; i < R; i++)
+#pragma unroll
+            for (int r = 0; r < MT; r++) acc[i][r] = 0.0f;
+#pragma unroll 2
+        for (int k = k0 + 8 * lane; k < k1; k += 256) {
+            float wv[R][8];
+#pragma unroll
+            for (int i = 0; i < R; i++) wload8<DT>(wv[i], w, wrow[i] + (size_t)k, k, k1, vec);
+#pragma unroll
+            for (int r = 0; r < MT; r++) {
+                if (r >= nr) break;
+                float xv[8];
+                xload8(xv, xt + (size_t)r * cols, k, k1, vec);
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    if (!vec && k + e >= k1) break;
+#pragma unroll
+                    for (int i = 0; i < R; i++) acc[i][r] = fmaf(xv[e], wv[i][e], acc[i][r]);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < R; i++)
+#pragma unroll
+            for (int r = 0; r < MT; r++) {
+                float v = acc[i][r];
+                v = v + __shfl_xor_sync(0xffffffffu, v, 16);
+                v = v + __shfl_xor_sync(0xffffffffu, v, 8);
+                v = v + __shfl_xor_sync(0xffffffffu, v, 4);
+                v = v + __shfl_xor_sync(0xffffffffu, v, 2);
+                v = v + __shfl_xor_sync(0xffffffffu, v, 1);
+                acc[i][r] = v;
+            }
+        if (lane == 0) {
+#pragma unroll
+            for (int i = 0; i < R; i++)
+#pragma unroll
+                for (int r = 0; r < MT; r++) red[warp][i * MT + r] = acc[i][r];
+        }
+        __syncthreads();
+        /* thread q of group g's first warp adds output q's parts in order */
+        if (p == 0 && lane < R * MT) {
+            const int i = lane / MT, r = lane % MT, j = j0 + i;
+            if (r < nr && j < rows) {
+                float v = red[g * nw][lane];
+                for (int q = 1; q < nw; q++) v = v + red[g * nw + q][lane];
+                y[(size_t)(i0 + r) * rows + j] = v;
+            }
+        }
+        __syncthreads();   /* red is rewritten by the next tile */
+    }
+}
+
+/* Parts of a row's reduction: a function of cols alone (the order). */
+static int mm_parts(int cols) {
+    int nw = 1;
+    while (nw < MM_MAX_WARPS && cols / (2 * nw) >= 512) nw *= 2;
+    return nw;
+}
+
+template <int DT, int R, int MT>
+static void launch_inv(float *y, const float *x, const void *w, int m, int rows, int cols) {
+    const int nw = mm_parts(cols);
+    const int part = ((cols + nw - 1) / nw + 7) / 8 * 8;
+    const int G = nw >= 4 ? 1 : 4 / nw;
+    const unsigned gx = (unsigned)((rows + G * R - 1) / (G * R));
+    const int ntiles = (m + MT - 1) / MT;
+    /* enough blocks for every SM several times over; each loops over its tiles */
+    int gy = (int)((1024 + gx - 1) / gx);
+    gy = gy < ntiles ? gy : ntiles;
+    gy = gy < 65535 ? gy : 65535;
+    const int vec = cols % 8 == 0 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0;
+    CU_LAUNCH((mm_inv<DT, R, MT>), dim3(gx, (unsigned)gy), (unsigned)(32 * nw * G))(y, x, w, m, rows, cols, nw, part,
+                                                                                    vec);
 }
 
 template <int DT>
 static void launch_invariant(float *y, const float *x, const void *w, int m, int rows, int cols) {
-    const unsigned gx = (unsigned)((rows + MM_ROWS_PER_BLOCK - 1) / MM_ROWS_PER_BLOCK);
-    /* the tile height changes only how many rows share a weight read, never
-     * a row's arithmetic */
-    if (m == 1) CU_LAUNCH((mm_invariant<DT, 1>), dim3(gx, 1), MM_THREADS)(y, x, w, m, rows, cols);
-    else CU_LAUNCH((mm_invariant<DT, 8>), dim3(gx, (unsigned)((m + 7) / 8)), MM_THREADS)(y, x, w, m, rows, cols);
+    /* R, MT: accumulators per warp, chosen from m; never the order */
+    if (m == 1) launch_inv<DT, 1, 1>(y, x, w, m, rows, cols);
+    else if (m <= 4) launch_inv<DT, 2, 4>(y, x, w, m, rows, cols);
+    else launch_inv<DT, 4, 8>(y, x, w, m, rows, cols);
 }
 
 /* ---- cuBLAS ----------------------------------------------------------------- */
@@ -171,10 +290,12 @@ int cuda_set_matmul(const char *mode) {
 const char *cuda_matmul_mode(void) { return g_mode == MODE_CUBLAS ? "cublas" : "invariant"; }
 
 __global__ void to_bf16(__nv_bfloat16 *d, const float *s, size_t n) {
+    CU_PDL_ENTRY();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         d[i] = __float2bfloat16_rn(s[i]);
 }
 __global__ void to_f16(__half *d, const float *s, size_t n) {
+    CU_PDL_ENTRY();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         d[i] = __float2half_rn(s[i]);
 }

@@ -188,6 +188,7 @@ static void *g_scratch[CU_SCRATCH_N];
 static size_t g_scratch_cap[CU_SCRATCH_N];
 
 static kb_device_counts g_counts;   /* backend.h kb_device_counts_now */
+static unsigned long g_ring_epoch;   /* bumped whenever the ring's bytes may be reused (cu_ring_epoch) */
 static int g_pending;   /* something was queued since the last wait */
 
 /* ---- CUDA graphs ----------------------------------------------------------
@@ -269,7 +270,10 @@ static void wait_stream(const char *what) {
         g_pending = 0;
     }
     g_ring_used = 0;
+    g_ring_epoch++;
 }
+
+unsigned long cu_ring_epoch(void) { return g_ring_epoch; }
 
 /* Only with the stream idle (nothing queued reads the ring). */
 static void ring_regrow(size_t need) {
@@ -282,6 +286,7 @@ static void ring_regrow(size_t need) {
     cu_check(cudaMalloc((void **)&g_dring, cap), "staging ring (device memory)");
     g_ring_cap = cap;
     g_ring_used = 0;
+    g_ring_epoch++;
 }
 
 void cu_begin(void) {
@@ -427,8 +432,8 @@ static void cu_copy(void *dst, const void *src, size_t bytes) {
 
 /* ---- start-up --------------------------------------------------------------- */
 
-__global__ void probe_kernel(int *flag) { *flag = 42; }
-__global__ void probe_add(int *f) { f[1] = f[0] + 35; }
+__global__ void probe_kernel(int *flag) { CU_PDL_ENTRY(); *flag = 42; }
+__global__ void probe_add(int *f) { CU_PDL_ENTRY(); f[1] = f[0] + 35; }
 
 /* A captured copy from pinned memory reads it when the graph runs, not
  * when it was captured: the staging ring depends on that. Checked once on
@@ -468,6 +473,76 @@ static int graph_probe(const char **why) {
     return ok ? 0 : -1;
 }
 
+/* Programmatic dependent launch (cuda_internal.cuh): two dependent kernels
+ * launched with it, on the stream and inside a captured graph when graphs
+ * work, must give the dependent's result. 0 ok. */
+static int g_pdl;
+static const char *g_pdl_why;
+int cu_pdl(void) { return g_pdl; }
+
+static cudaError_t pdl_pair(int *d) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1);
+    cfg.blockDim = dim3(1);
+    cfg.stream = g_stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, probe_kernel, d);
+    if (e == cudaSuccess) e = cudaLaunchKernelEx(&cfg, probe_add, d);
+    return e;
+}
+
+static int pdl_probe(const char **why) {
+    int *d = NULL, h[2] = {0, 0}, ok = 0;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t e = cudaMalloc(&d, 2 * sizeof *d);
+    if (e == cudaSuccess) e = cudaMemsetAsync(d, 0, 2 * sizeof *d, g_stream);
+    if (e == cudaSuccess) e = pdl_pair(d);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+    if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    ok = e == cudaSuccess && h[1] == 77;
+    if (ok && !g_graphs_why) {   /* and as graph nodes, as every forward runs */
+        ok = 0;
+        e = cudaMemsetAsync(d, 0, 2 * sizeof *d, g_stream);
+        if (e == cudaSuccess) e = cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed);
+        if (e == cudaSuccess) {
+            cudaError_t e2 = pdl_pair(d);
+            e = cudaStreamEndCapture(g_stream, &g);
+            if (e == cudaSuccess) e = e2;
+        }
+        if (e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
+        if (e == cudaSuccess) e = cudaGraphLaunch(x, g_stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+        if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+        ok = e == cudaSuccess && h[1] == 77;
+    }
+    if (e != cudaSuccess) *why = cudaGetErrorString(e);
+    else if (!ok) *why = "the dependent kernel did not see its predecessor's write";
+    cudaGetLastError();
+    if (x) cudaGraphExecDestroy(x);
+    if (g) cudaGraphDestroy(g);
+    if (d) cudaFree(d);
+    return ok ? 0 : -1;
+}
+
+static int cu_set_pdl(int on) {
+    if (on && g_pdl_why) return -1;
+    pthread_mutex_lock(&g_lock);
+    wait_stream("switching programmatic dependent launch");
+    g_pdl = on;
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+
+static int cu_pdl_state(const char **why) {
+    if (why) *why = g_pdl_why;
+    return g_pdl_why ? -1 : g_pdl;
+}
+
 static int cu_set_graphs(int on) {
     if (on && g_graphs_why) return -1;
     pthread_mutex_lock(&g_lock);
@@ -486,7 +561,7 @@ static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
     cuda_weight_rows, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
     cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_set_graphs, cu_graphs, cu_async_begin, cu_async_end,
-    cu_wait, cu_counts,
+    cu_wait, cu_counts, cu_set_pdl, cu_pdl_state,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {
@@ -533,6 +608,12 @@ extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errl
         g_graphs_why = why;
     }
     g_graphs = !g_graphs_why;
+    if (pdl_probe(&why)) {
+        fprintf(stderr, "specbed: programmatic dependent launch does not work on %s (%s); running without it\n",
+                p.name, why);
+        g_pdl_why = why;
+    }
+    g_pdl = !g_pdl_why;
     *ops = &OPS;
     return 0;
 }

@@ -20,25 +20,50 @@
  * the CPU is the way to go faster without losing them. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.cuh"
 
 #define OPS_THREADS 128
+#define ATT_THREADS 256   /* attention: 32 positions' scores at a time */
 
-/* ---- RMSNorm: one block per row -------------------------------------------- */
+/* ---- RMSNorm: one warp per row ---------------------------------------------- */
 
-__global__ void rmsnorm_k(float *y, const float *x, const float *g, int n, float eps) {
-    const float *xr = x + (size_t)blockIdx.x * n;
-    float *yr = y + (size_t)blockIdx.x * n;
-    __shared__ float inv_s;
-    if (threadIdx.x == 0) {
-        double ss = 0.0;   /* in increasing k, in double: cpu_norm.c */
-        for (int k = 0; k < n; k++) ss += (double)xr[k] * (double)xr[k];
-        inv_s = (float)(1.0 / sqrt(ss / n + (double)eps));
+/* cpu_norm.c's order, bit for bit: lane l < 8 keeps partial l, the double
+ * sum of x[k]² over k ≡ l (mod 8) in increasing k (a product of two floats
+ * is exact in double); the xor butterfly 4, 2, 1 then adds
+ * ((p0+p4)+(p2+p6)) + ((p1+p5)+(p3+p7)). Each partial is a chain of n/8
+ * dependent adds (128 for Qwen3-0.6B's 1,024: well under a microsecond),
+ * and a row is one warp, so the q/k head norms (16 + 8 rows of 128 per
+ * token) and a prefill's rows spread over the whole chip — the first GPU
+ * run summed 1,024 squares in one thread of one block (22–39 µs a call). */
+#define NORM_WARPS 4
+__global__ void __launch_bounds__(NORM_WARPS * 32)
+rmsnorm_k(float *y, const float *x, const float *g, int m, int n, float eps) {
+    CU_PDL_ENTRY();
+    const int lane = (int)threadIdx.x & 31;
+    const int row = (int)blockIdx.x * NORM_WARPS + ((int)threadIdx.x >> 5);
+    const int r = row < m ? row : m - 1;   /* a dead warp still shuffles; it writes nothing */
+    const float *xr = x + (size_t)r * n;
+    double ss = 0.0;
+    if (lane < 8) {
+#pragma unroll 8
+        for (int k = lane; k < n; k += 8) ss += (double)xr[k] * (double)xr[k];
     }
-    __syncthreads();   /* every read of the row is done before y (which may be x) is written */
-    const float inv = inv_s;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) yr[k] = g[k] * (xr[k] * inv);
+    ss = ss + __shfl_xor_sync(0xffffffffu, ss, 4);
+    ss = ss + __shfl_xor_sync(0xffffffffu, ss, 2);
+    ss = ss + __shfl_xor_sync(0xffffffffu, ss, 1);
+    /* lanes 8–31 held +0: two more steps hand lanes 0–7's sum to every lane
+     * unchanged (s + 0 = s exactly) */
+    ss = ss + __shfl_xor_sync(0xffffffffu, ss, 8);
+    ss = ss + __shfl_xor_sync(0xffffffffu, ss, 16);
+    /* HF: x * rsqrt(mean(x²) + eps), then weight * that (cpu_norm.c) */
+    const float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
+    if (row >= m) return;
+    /* every read of the sum was made before the butterfly, and each lane
+     * below reads only what it writes: y may be x */
+    float *yr = y + (size_t)r * n;
+    for (int k = lane; k < n; k += 32) yr[k] = g[k] * (xr[k] * inv);
 }
 
 void cuda_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps) {
@@ -55,46 +80,99 @@ void cuda_rmsnorm(float *y, const float *x, const float *g, int m, int n, float 
         dx = (const float *)cu_in(x, bytes);
         dy = (float *)cu_out(y, bytes, 0);
     }
-    CU_LAUNCH(rmsnorm_k, (unsigned)m, OPS_THREADS)(dy, dx, dg, n, eps);
+    CU_LAUNCH(rmsnorm_k, (unsigned)((m + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32)(dy, dx, dg, m, n, eps);
     cu_end("rmsnorm");
 }
 
-/* ---- RoPE: one thread per (row, frequency), over every head ----------------- */
+/* ---- RoPE: a table per set of positions, then one thread per pair ------------ */
 
-__global__ void rope_k(float *x, const int *pos, int m, int n_heads, int hd, float theta) {
+/* cs[r·half + i], sn[...]: cpu_pointwise.c's float32 steps, pow/cos/sin in
+ * double rounded once. */
+__global__ void rope_table_k(float *cs, float *sn, const int *pos, int m, int hd, float theta) {
+    CU_PDL_ENTRY();
     const int half = hd / 2;
     const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (size_t)m * (size_t)half) return;
     const int r = (int)(t / (size_t)half), i = (int)(t % (size_t)half);
-    /* cpu_pointwise.c's float32 steps, pow/cos/sin in double rounded once */
     const float e = (float)(2 * i) / (float)hd;
     const float p = (float)pow((double)theta, (double)e);
     const float inv_freq = 1.0f / p;
     const float ang = (float)pos[r] * inv_freq;
-    const float cs = (float)cos((double)ang), sn = (float)sin((double)ang);
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + ((size_t)r * n_heads + h) * hd;
-        const float a = v[i], b = v[i + half];
-        v[i] = a * cs + (-b) * sn;
-        v[i + half] = b * cs + a * sn;
-    }
+    cs[t] = (float)cos((double)ang);
+    sn[t] = (float)sin((double)ang);
 }
+
+/* thread (r, h, i) rotates pair (i, i + half) of head h of row r */
+__global__ void rope_apply_k(float *x, const float *cs, const float *sn, int m, int n_heads, int hd) {
+    CU_PDL_ENTRY();
+    const int half = hd / 2;
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)m * (size_t)n_heads * (size_t)half) return;
+    const int i = (int)(t % (size_t)half);
+    const size_t rh = t / (size_t)half;
+    const int r = (int)(rh / (size_t)n_heads);
+    const float c = cs[(size_t)r * half + i], s = sn[(size_t)r * half + i];
+    float *v = x + rh * (size_t)hd;
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c + (-b) * s;
+    v[i + half] = b * c + a * s;
+}
+
+/* The table of the last positions rotated. A forward rotates every
+ * layer's q and k at the same positions: the first call computes the table
+ * (one launch, the double-precision cos/sin), the other 2·layers − 1 calls
+ * only rotate. Keyed on the positions' values (host memory, compared at
+ * issue time: the table kernel is queued ahead of every call that reads
+ * it), m, head_dim, theta and the table's buffer. Positions in device
+ * memory are not host-readable in a region: their table is rebuilt. */
+static struct {
+    int *pos;
+    int m, cap, hd;
+    float theta;
+    void *buf;
+} g_rope;
 
 void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta) {
     const int half = head_dim / 2;
     if (m <= 0 || half <= 0 || n_heads <= 0) return;
     cu_begin();
-    const int *dpos = (const int *)cu_in(pos, (size_t)m * sizeof(int));
+    const size_t tab = (size_t)m * half;
+    float *cs = (float *)cu_scratch(CU_SCRATCH_ROPE, 2 * tab * sizeof(float)), *sn = cs + tab;
+    const int host = !cu_on_device(pos);
+    const int same = host && g_rope.buf == cs && g_rope.m == m && g_rope.hd == head_dim && g_rope.theta == theta &&
+                     !memcmp(g_rope.pos, pos, (size_t)m * sizeof(int));
+    if (!same) {
+        const int *dpos = (const int *)cu_in(pos, (size_t)m * sizeof(int));
+        CU_LAUNCH(rope_table_k, (unsigned)((tab + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS)(cs, sn, dpos, m,
+                                                                                              head_dim, theta);
+        g_rope.m = -1;
+        if (host) {
+            if (m > g_rope.cap) {
+                int *q = (int *)realloc(g_rope.pos, (size_t)m * sizeof(int));
+                if (!q) {
+                    fprintf(stderr, "specbed: CUDA rope: out of host memory\n");
+                    abort();
+                }
+                g_rope.pos = q;
+                g_rope.cap = m;
+            }
+            memcpy(g_rope.pos, pos, (size_t)m * sizeof(int));
+            g_rope.m = m;
+            g_rope.hd = head_dim;
+            g_rope.theta = theta;
+            g_rope.buf = cs;
+        }
+    }
     float *dx = (float *)cu_out(x, (size_t)m * n_heads * head_dim * sizeof(float), 1);
-    const size_t threads = (size_t)m * half;
-    CU_LAUNCH(rope_k, (unsigned)((threads + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS)(dx, dpos, m, n_heads,
-                                                                                         head_dim, theta);
+    const size_t threads = tab * (size_t)n_heads;
+    CU_LAUNCH(rope_apply_k, (unsigned)((threads + 255) / 256), 256)(dx, cs, sn, m, n_heads, head_dim);
     cu_end("rope");
 }
 
 /* ---- SwiGLU and add: element-wise ------------------------------------------- */
 
 __global__ void swiglu_k(float *out, const float *gate, const float *up, size_t n) {
+    CU_PDL_ENTRY();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
         out[i] = (g / (1.0f + kb_expf(-g))) * up[i];   /* torch's silu, as cpu_pointwise.c */
@@ -102,6 +180,7 @@ __global__ void swiglu_k(float *out, const float *gate, const float *up, size_t 
 }
 
 __global__ void add_k(float *x, const float *y, size_t n) {
+    CU_PDL_ENTRY();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] += y[i];
 }
@@ -141,19 +220,61 @@ void cuda_add(float *x, const float *y, int m, int n) {
 
 /* ---- rows to scattered destinations (the KV slots of a forward's rows) ------- */
 
-/* Block i copies row i; dst[i] is device or managed memory (backend.h). */
-__global__ void scatter_rows_k(float *const *dst, const float *src, int row_floats) {
-    float *d = dst[blockIdx.x];
+/* Block i copies row i to dst[i] + delta bytes; dst[i] is device or
+ * managed memory (backend.h). */
+__global__ void scatter_rows_k(float *const *dst, long long delta, const float *src, int row_floats) {
+    CU_PDL_ENTRY();
+    float *d = (float *)((char *)dst[blockIdx.x] + delta);
     const float *s = src + (size_t)blockIdx.x * row_floats;
     for (int j = threadIdx.x; j < row_floats; j += blockDim.x) d[j] = s[j];
 }
 
+/* A forward scatters each layer's K rows and then its V rows to slots
+ * that are the first call's slots moved by one distance (the next
+ * layer's pool, or the V pool beside the K pool): the pointer array is
+ * staged once and the later calls pass the distance, while the ring keeps
+ * the staged bytes (each staged copy is a graph node: two a layer). The
+ * distance is checked for every row at issue time, so any other layout
+ * just stages its own array. */
+static struct {
+    float **base;   /* host copy of the staged array */
+    int n, cap;
+    unsigned long epoch;
+    float *const *dev;
+} g_scat = {NULL, 0, 0, ~0ul, NULL};
+
 void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats) {
     if (n <= 0 || row_floats <= 0) return;
     cu_begin();
-    float *const *dd = (float *const *)cu_in(dst, (size_t)n * sizeof *dst);
+    /* first: staging may reset the ring (the first staging of a call), and
+     * nothing staged after the reuse decision may */
     const float *ds = (const float *)cu_in(src, (size_t)n * (size_t)row_floats * sizeof(float));
-    CU_LAUNCH(scatter_rows_k, n, 128)(dd, ds, row_floats);
+    float *const *dd = NULL;
+    long long delta = 0;
+    if (g_scat.epoch == cu_ring_epoch() && g_scat.n == n) {
+        delta = (long long)((const char *)dst[0] - (const char *)g_scat.base[0]);
+        dd = g_scat.dev;
+        for (int i = 1; i < n && dd; i++)
+            if ((long long)((const char *)dst[i] - (const char *)g_scat.base[i]) != delta) dd = NULL;
+    }
+    if (!dd) {
+        if (n > g_scat.cap) {
+            float **b = (float **)realloc(g_scat.base, (size_t)n * sizeof *b);
+            if (!b) {
+                fprintf(stderr, "specbed: CUDA scatter_rows: out of host memory\n");
+                abort();
+            }
+            g_scat.base = b;
+            g_scat.cap = n;
+        }
+        memcpy(g_scat.base, dst, (size_t)n * sizeof *dst);
+        dd = (float *const *)cu_in(dst, (size_t)n * sizeof *dst);
+        delta = 0;
+        g_scat.dev = dd;
+        g_scat.n = n;
+        g_scat.epoch = cu_ring_epoch();
+    }
+    CU_LAUNCH(scatter_rows_k, n, 128)(dd, delta, ds, row_floats);
     cu_end("scatter_rows");
 }
 
@@ -161,6 +282,7 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
 
 /* Row blockIdx.y of the batch: w's row rows[blockIdx.y]. */
 __global__ void weight_rows_k(float *dst, const void *w, const int *rows, kb_dtype dt, int cols) {
+    CU_PDL_ENTRY();
     const size_t base = (size_t)rows[blockIdx.y] * (size_t)cols;
     float *d = dst + (size_t)blockIdx.y * cols;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < cols; k += gridDim.x * blockDim.x) {
@@ -211,6 +333,7 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
 __global__ void attend_k(float *out, const float *q, const float *kp, const float *vp, const int *page_cat,
                          const int *page_off, const int *n_ctx, int page_size, int n_kv, int hd, int n_heads,
                          float scale, float *sc, size_t sc_stride) {
+    CU_PDL_ENTRY();
     const int b = blockIdx.x, r = b / n_heads, h = b % n_heads;
     const int n = n_ctx[r];
     const int *pages = page_cat + page_off[r];   /* row r's sequence's page list */
@@ -218,15 +341,32 @@ __global__ void attend_k(float *out, const float *q, const float *kp, const floa
     const size_t slot = (size_t)n_kv * hd, page_stride = (size_t)page_size * slot, head_off = (size_t)kvh * hd;
     const float *qh = q + ((size_t)r * n_heads + h) * hd;
     float *s = sc + (size_t)b * sc_stride;
-    __shared__ float red[OPS_THREADS];
+    __shared__ float red[ATT_THREADS];
     __shared__ double part[4];
 
+    /* scores: a group of 8 lanes per position, lane l the fma chain over
+     * k ≡ l (mod 8), the butterfly 4, 2, 1 giving cu_dot8's
+     * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), lane 0 the hd % 8 tail: the
+     * CPU's bits, 16 positions at a time instead of one thread each
+     * reading a whole 512-byte K row alone */
     float mx = -INFINITY;
-    for (int p = threadIdx.x; p < n; p += blockDim.x) {
+    const int l8 = (int)threadIdx.x & 7, grp = (int)threadIdx.x >> 3, ngrp = (int)blockDim.x >> 3;
+    const int full = hd - hd % 8;
+    for (int p0 = 0; p0 < n; p0 += ngrp) {
+        const int p = p0 + grp < n ? p0 + grp : n - 1;   /* past the end: recomputes the last, writes nothing */
         const float *k = kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
-        const float v = cu_dot8(qh, k, hd) * scale;
-        s[p] = v;
-        if (v > mx) mx = v;
+        float a = 0.0f;
+#pragma unroll 16
+        for (int d = l8; d < full; d += 8) a = fmaf(qh[d], k[d], a);
+        a = a + __shfl_xor_sync(0xffffffffu, a, 4);
+        a = a + __shfl_xor_sync(0xffffffffu, a, 2);
+        a = a + __shfl_xor_sync(0xffffffffu, a, 1);
+        if (l8 == 0 && p0 + grp < n) {
+            for (int d = full; d < hd; d++) a = fmaf(qh[d], k[d], a);
+            const float v = a * scale;
+            s[p] = v;
+            if (v > mx) mx = v;
+        }
     }
     const int t = (int)threadIdx.x;
     red[t] = mx;
@@ -250,6 +390,9 @@ __global__ void attend_k(float *out, const float *q, const float *kp, const floa
     float *o = out + ((size_t)r * n_heads + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
+        /* one chain in increasing p (the CPU's order): its loads do not
+         * depend on it, so 16 of them are issued ahead of the fmas */
+#pragma unroll 16
         for (int p = 0; p < n; p++) {
             const float *v = vp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
             acc = fmaf(s[p], v[d], acc);
@@ -265,6 +408,13 @@ __global__ void attend_k(float *out, const float *q, const float *kp, const floa
  * (backend.h): the extent of what the kernel touches is found here. */
 static int *g_page_cat, *g_page_off;   /* host staging of the lists, grown; under the bracket's lock */
 static size_t g_page_cat_cap, g_page_off_cap;
+static struct {   /* the last call's page lists, offsets and n_ctx, and their staged copy */
+    int *host;
+    size_t cap, n_cat;
+    int n_q;
+    unsigned long epoch;
+    const int *dev;
+} g_idx = {NULL, 0, 0, 0, ~0ul, NULL};
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
@@ -315,9 +465,6 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
         cu_end("attention");
         return;
     }
-    const int *dcat = (const int *)cu_in(g_page_cat, n_cat * sizeof(int));
-    const int *doff = (const int *)cu_in(g_page_off, (size_t)n_q * sizeof(int));
-    const int *dctx = (const int *)cu_in(n_ctx, (size_t)n_q * sizeof(int));
     const float *dk = kv->k_pages, *dv = kv->v_pages;
     if (!cu_on_device(dk) || !cu_on_device(dv)) {   /* a host KV pool (tests): stage the pages in use */
         const size_t bytes = (size_t)(top + 1) * ps * n_kv * hd * sizeof(float);
@@ -328,7 +475,35 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
     const float *dq = (const float *)cu_in(q, qbytes);
     float *dout = (float *)cu_out(out, qbytes, 0);
     float *sc = (float *)cu_scratch(CU_SCRATCH_SCORES, (size_t)n_q * n_heads * max_ctx * sizeof(float));
-    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), OPS_THREADS)(dout, dq, dk, dv, dcat, doff, dctx, ps, n_kv, hd,
+    /* (after every other staging of the call: one may reset the ring, and
+     * none may follow a decision to reuse its bytes.)
+     * Every layer of a forward attends with the same page lists, offsets
+     * and n_ctx: staged by the first layer, reused by the others while the
+     * ring keeps the bytes (a staged copy is a graph node of its own; three
+     * per layer were ~80 of a decode step's nodes). */
+    const int *dcat, *doff, *dctx;
+    const size_t idx_n = n_cat + 2 * (size_t)n_q;
+    const int ctx_host = !cu_on_device(n_ctx);
+    if (ctx_host && g_idx.epoch == cu_ring_epoch() && g_idx.n_cat == n_cat && g_idx.n_q == n_q &&
+        !memcmp(g_idx.host, g_page_cat, n_cat * sizeof(int)) &&
+        !memcmp(g_idx.host + n_cat, g_page_off, (size_t)n_q * sizeof(int)) &&
+        !memcmp(g_idx.host + n_cat + n_q, n_ctx, (size_t)n_q * sizeof(int))) {
+        dcat = g_idx.dev;
+    } else {
+        g_idx.host = (int *)grow(g_idx.host, &g_idx.cap, idx_n, sizeof(int));
+        memcpy(g_idx.host, g_page_cat, n_cat * sizeof(int));
+        memcpy(g_idx.host + n_cat, g_page_off, (size_t)n_q * sizeof(int));
+        memcpy(g_idx.host + n_cat + n_q, n_ctx, (size_t)n_q * sizeof(int));   /* host-readable (backend.h) */
+        dcat = (const int *)cu_in(g_idx.host, idx_n * sizeof(int));   /* one copy for the three */
+        g_idx.dev = dcat;
+        g_idx.n_cat = ctx_host ? n_cat : (size_t)-1;
+        g_idx.n_q = n_q;
+        g_idx.epoch = cu_ring_epoch();
+    }
+    doff = dcat + n_cat;
+    dctx = dcat + n_cat + n_q;
+
+    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), ATT_THREADS)(dout, dq, dk, dv, dcat, doff, dctx, ps, n_kv, hd,
                                                                 n_heads, scale, sc, (size_t)max_ctx);
     cu_end("attention");
 }

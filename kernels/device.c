@@ -48,6 +48,18 @@ int kb_set_device(const char *name, char *err, size_t errlen) {
                 return errf(err, errlen, "SPECBED_CUDA_GRAPHS=1: CUDA graphs do not work here (%s)", why);
             }
         }
+        /* diagnostic too: programmatic dependent launch off (0) or required (1) */
+        const char *pdl = getenv("SPECBED_CUDA_PDL");
+        if (pdl && *pdl) {
+            if (strcmp(pdl, "0") && strcmp(pdl, "1"))
+                return errf(err, errlen, "SPECBED_CUDA_PDL=%s: expected 0 (no programmatic dependent launch) or 1 "
+                            "(the default)", pdl);
+            if (ops->set_pdl(pdl[0] == '1')) {
+                ops->pdl(&why);
+                return errf(err, errlen, "SPECBED_CUDA_PDL=1: programmatic dependent launch does not work here (%s)",
+                            why);
+            }
+        }
         kb_dev_cuda = ops;
     }
     kb_dev_active = kb_dev_cuda;

@@ -51,6 +51,11 @@ typedef struct {
     void  (*async_end)(void);
     void  (*wait)(void);
     void  (*counts)(kb_device_counts *c);
+    /* programmatic dependent launch (cuda_internal.cuh), like graphs: set 0
+     * ok, -1 when on is asked of a device that failed the probe; state 1
+     * on, 0 off, -1 unavailable (*why) */
+    int   (*set_pdl)(int on);
+    int   (*pdl)(const char **why);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

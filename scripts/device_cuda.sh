@@ -1,32 +1,37 @@
 #!/usr/bin/env bash
 # device_cuda.sh — the CUDA backend's checks and numbers on a GPU machine,
-# in one run (budget: under 8 minutes on an H200; each step has a timeout):
-#   1. builds build-gpu/ (Release, sm_90 only: the machine's chip) — specbed,
-#      bench_engine and the tests with the ctest label gpu;
-#   2. runs the gpu tests (tests/test_cuda.c: every kernel against the CPU,
-#      batch invariance, fixture logits, spec on = spec off under CUDA);
-#   3. `specbed generate --device cuda` with the MTP drafter, with CUDA
-#      graphs (the default) and without (SPECBED_CUDA_GRAPHS=0), each
-#      compared with the CPU's greedy output;
-#   4. bench_engine on models/tiny: the CPU, then --device cuda in both
-#      matmul modes (invariant, cublas), and invariant without graphs (the
-#      measured per-step floor with and without them): prefill and decode
-#      tokens/s, host waits and graph launches per decode step, and the
-#      verify cost curve for rows 1–16 at batch 1, 4 and 16 (the 8-row /
-#      1-row ratio printed);
-#   5. bench_spec --device cuda (invariant): every drafter at depths 1–8 on
-#      code and prose, speed-up vs speculation off paired in one run, greedy
-#      output checked against speculation off.
-# Logs and CSV go to $OUT when it is set (the device tool brings them back),
-# else to results/device-cuda/<UTC time>/. Exit status: 0 when every step
-# passed.
+# in one run (under 5 minutes on an H200; every step has its own timeout,
+# and the whole run a deadline, DEVICE_CUDA_BUDGET_S, default 290 s: the
+# later steps are skipped when it comes):
+#   1. builds build-gpu/ (Release, sm_90 only: the machine's chip, -j16) —
+#      specbed, bench_engine and test_cuda;
+#   2. makes the shape models (scripts/make_shape_model.py: Qwen3-0.6B's
+#      and Qwen3-8B's bodies, random bf16 weights, the bundled tokenizer);
+#   3. test_cuda (every kernel against the CPU, batch invariance, fixture
+#      logits, spec on = spec off under CUDA);
+#   4. greedy text: `specbed generate` on the 0.6B shape, CPU vs CUDA (and
+#      CUDA without graphs and without programmatic dependent launch), and
+#      speculation on (ngram) = off on CUDA;
+#   5. bench_engine --device cuda on the 0.6B and 8B shapes: prefill,
+#      decode, the verify cost curve (rows 1–16 at batch 1, 4, 16), batched
+#      decode at 16 and 64 sequences, the device's copy bandwidth and the
+#      decode bound (weight bytes ÷ that bandwidth); on 0.6B also in cuBLAS
+#      mode and without PDL; bench_engine on models/tiny;
+#   6. HF transformers on the 0.6B shape, same weights and GPU (eager and
+#      static cache + torch.compile), greedy text compared and tok/s, when
+#      the deadline leaves room;
+#   7. compute-sanitizer memcheck on a short bench_engine run (models/tiny),
+#      and Nsight Compute's per-kernel time over one 0.6B decode step.
+# Prints one table last. Artefacts in $OUT when it is set (the device tool
+# brings them back: summary.txt and logs.tar.gz), else in
+# results/device-cuda/<UTC time>/. Exit status: 0 when every check passed.
 #
 # The device machine cannot install packages, and it may lack the
 # project's Debian libraries (cJSON, PCRE2, libmicrohttpd, libcurl,
 # libcsv). So, first, HERE on the project's machine:
 #   scripts/device_cuda.sh --prepare        # copies their headers and libraries into .devsys/
 # then one call of the device tool:
-#   run(command="scripts/device_cuda.sh", carry=[".devsys"], timeout_s=540)
+#   run(command="scripts/device_cuda.sh", carry=[".devsys"], timeout_s=360)
 # On the device machine .devsys/ is used only when pkg-config does not find
 # the libraries there (it is a Debian 12 build: it needs glibc ≥ 2.36).
 set -uo pipefail
@@ -100,37 +105,46 @@ if [ "${1:-}" = "--prepare" ]; then prepare; exit $?; fi
 if [ $# -gt 0 ]; then echo "usage: scripts/device_cuda.sh [--prepare]" >&2; exit 2; fi
 
 T0=$(date +%s)
-if [ -n "${OUT:-}" ]; then R="$OUT"; else R="$ROOT/results/device-cuda/$(date -u +%Y%m%dT%H%M%SZ)"; fi
+if [ -n "${OUT:-}" ]; then R="$OUT/run"; else R="$ROOT/results/device-cuda/$(date -u +%Y%m%dT%H%M%SZ)"; fi
 mkdir -p "$R"
 SUMMARY="$R/summary.txt"
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 FAILED=0
-DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-460} ))   # the whole run stays under 8 minutes
+DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-290} ))
+left() { echo $(( DEADLINE - $(date +%s) )); }
 step() {   # name, timeout seconds, log file, command...  (stdout and stderr appended to the log)
   local name=$1 secs=$2 log=$3; shift 3
   local t=$(date +%s)
   [ $secs -le $(( DEADLINE - t )) ] || secs=$(( DEADLINE - t ))
-  if [ $secs -le 0 ]; then say "$(printf '%-42s %s' "$name" "SKIPPED (out of time)")"; FAILED=1; return 1; fi
-  timeout "$secs" "$@" >> "$log" 2>&1
+  if [ $secs -le 0 ]; then say "$(printf '%-46s %s' "$name" "SKIPPED (out of time)")"; FAILED=1; return 1; fi
+  echo "== $name ($(date -u +%T))" >> "$log"
+  timeout -k 5 "$secs" "$@" >> "$log" 2>&1
   local rc=$?
   local verdict=ok
   if [ $rc -eq 77 ]; then verdict="SKIPPED (exit 77: no GPU?)"; FAILED=1
   elif [ $rc -ne 0 ]; then verdict="FAILED (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"; FAILED=1; fi
-  say "$(printf '%-42s %-28s %4ss' "$name" "$verdict" $(( $(date +%s) - t )))"
+  say "$(printf '%-46s %-28s %4ss' "$name" "$verdict" $(( $(date +%s) - t )))"
   return $rc
 }
+finish() {
+  if [ -n "${OUT:-}" ]; then   # at most 8 files come back: the summary and one tarball
+    cp "$SUMMARY" "$OUT/summary.txt"
+    tar -C "$R" -czf "$OUT/logs.tar.gz" . 2>/dev/null
+    rm -rf "$R"
+  fi
+}
+trap finish EXIT
 
 say "device_cuda: $(date -u +%FT%TZ) on $(hostname)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$SUMMARY"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$SUMMARY"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 say "nvcc: $("$NVCC" --version 2>&1 | tail -1)"
-say "cmake: $(cmake --version 2>&1 | head -1)"
 
 # ---- build -------------------------------------------------------------------
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=90
             -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
-RUN_ENV=(env -u SPECBED_CUDA_MATMUL)
+RUN_ENV=(env -u SPECBED_CUDA_MATMUL -u SPECBED_CUDA_GRAPHS -u SPECBED_CUDA_PDL)
 # DEVICE_CUDA_DEVSYS=1 uses .devsys/ even where the libraries are installed (to try it out here)
 if [ "${DEVICE_CUDA_DEVSYS:-0}" = 1 ] || ! pkg-config --exists "${MODULES[@]}" 2>/dev/null || [ ! -e /usr/include/csv.h ]; then
   if [ ! -d "$DEVSYS" ]; then
@@ -150,75 +164,143 @@ fi
 B="$ROOT/build-gpu"
 rm -f "$B/CMakeCache.txt"   # the library choice above, not a cached one from an earlier run
 BLOG="$R/build.log"
-step "configure" 90 "$BLOG" cmake -S "$ROOT" -B "$B" "${CMAKE_ARGS[@]}" || { say "see $BLOG"; tail -30 "$BLOG"; exit 1; }
-step "build (specbed, bench_engine, gpu tests)" 240 "$BLOG" \
-  cmake --build "$B" -j"$(nproc)" --target specbed bench_engine bench_spec test_cuda || { tail -40 "$BLOG"; exit 1; }
-CUOBJDUMP=$(command -v cuobjdump || echo "$(dirname "$NVCC")/cuobjdump")
-[ -x "$CUOBJDUMP" ] && "$CUOBJDUMP" --list-elf "$B/specbed" 2>&1 | sed 's/^/cuda code in specbed: /' | tee -a "$SUMMARY"
+step "configure" 60 "$BLOG" cmake -S "$ROOT" -B "$B" "${CMAKE_ARGS[@]}" || { tail -30 "$BLOG"; exit 1; }
+# the shape models are written while the build runs (numpy on the CPU, disk)
+M06="$ROOT/build-gpu-models/qwen3-0.6b" M8="$ROOT/build-gpu-models/qwen3-8b"
+MLOG="$R/models.log"
+( timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-0.6b "$M06" >> "$MLOG" 2>&1 &&
+  timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-8b "$M8" >> "$MLOG" 2>&1; echo "rc=$?" >> "$MLOG" ) &
+MODELS_PID=$!
+step "build (specbed, bench_engine, test_cuda)" 200 "$BLOG" \
+  cmake --build "$B" -j16 --target specbed bench_engine test_cuda || { tail -40 "$BLOG"; exit 1; }
 
 # ---- gpu tests -------------------------------------------------------------------
 TLOG="$R/test_cuda.log"
-(cd "$B" && ctest -N -L gpu) >> "$TLOG" 2>&1
-# the tests run directly (ctest's own libraries need not mix with .devsys/'s)
-step "ctest label gpu: test_cuda" 180 "$TLOG" "${RUN_ENV[@]}" "$B/tests/test_cuda"
-grep -E '^(CUDA|CPU|matmul|cublas|rms|rope|attention|fixture|greedy|cuda |test_cuda)|CHECK failed' "$TLOG" | head -40
+step "test_cuda" 120 "$TLOG" "${RUN_ENV[@]}" "$B/tests/test_cuda"
+grep -E '^(matmul|cublas|rms|rope|attention|fixture|greedy|stream)|CHECK failed' "$TLOG" | head -30
 
-# ---- generate: CUDA vs CPU, greedy, with speculation --------------------------------
-GLOG="$R/generate.txt"
-GEN=(--model "$ROOT/models/tiny" --prompt "def parse(" --max-tokens 48 --drafter mtp --depth 3)
-: > "$GLOG"
-for run in cpu:1 cuda:1 cuda:0; do   # device:graphs
-  dev=${run%:*} g=${run#*:}
-  echo "== --device $dev, SPECBED_CUDA_GRAPHS=$g: stderr" >> "$GLOG"
-  step "generate --device $dev (mtp, graphs $g)" 60 "$GLOG" sh -c '"$@" > "$0"' "$R/gen_$dev$g.txt" \
-    "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=$g "$B/specbed" generate "${GEN[@]}" --device $dev
+wait $MODELS_PID
+if grep -q "rc=0" "$MLOG"; then say "shape models: $(grep -c make_shape_model: "$MLOG") written ($(du -sh "$ROOT/build-gpu-models" | cut -f1))"
+else say "shape models: FAILED (see models.log)"; FAILED=1; tail -5 "$MLOG"; fi
+
+# ---- greedy text: CPU vs CUDA on the 0.6B shape; spec on = off on CUDA -------------------
+GLOG="$R/generate.log"
+GEN=(--model "$M06" --prompt "def parse(" --max-tokens 48)
+for run in cpu:1:1:off cuda:1:1:off cuda:0:1:off cuda:1:0:off cuda:1:1:ngram; do   # device:graphs:pdl:drafter
+  IFS=: read -r dev g pdl dr <<< "$run"
+  extra=()
+  [ "$dr" = off ] || extra=(--drafter "$dr" --depth 4)
+  step "generate 0.6b --device $dev (graphs $g, pdl $pdl, $dr)" 60 "$GLOG" sh -c '"$@" > "$0"' \
+    "$R/gen_${dev}_${g}${pdl}_$dr.txt" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=$g SPECBED_CUDA_PDL=${pdl/1/} \
+    "$B/specbed" generate "${GEN[@]}" --device $dev "${extra[@]}"
 done
-for f in cpu1 cuda1 cuda0; do { echo "== $f: text"; cat "$R/gen_$f.txt" 2>/dev/null; } >> "$GLOG"; done
-for f in cuda1 cuda0; do
-  if [ -s "$R/gen_cpu1.txt" ] && cmp -s "$R/gen_cpu1.txt" "$R/gen_$f.txt"; then
-    say "generate: CUDA text = CPU text (greedy, mtp depth 3, graphs ${f#cuda})"
-  else
-    say "generate: CUDA text (graphs ${f#cuda}) DIFFERS from the CPU's, or is missing (see generate.txt)"; FAILED=1
-  fi
+REF="$R/gen_cpu_11_off.txt"
+grep -E "^(== generate|prompt .* tokens)" "$GLOG" | paste - - | sed 's/^== //; s/ ([0-9:]*)//' | tee -a "$SUMMARY"
+for f in cuda_11_off cuda_01_off cuda_10_off cuda_11_ngram; do
+  if [ -s "$REF" ] && cmp -s "$REF" "$R/gen_$f.txt"; then say "generate 0.6b: $f text = CPU text (48 tokens, greedy)"
+  else say "generate 0.6b: $f text DIFFERS from the CPU's, or is missing (see gen_*.txt)"; FAILED=1; fi
 done
-rm -f "$R"/gen_*.txt
 
-# ---- bench_engine: CPU, CUDA invariant, CUDA cuBLAS -----------------------------------
-BENCH="$R/bench.txt"
-EB=(--model "$ROOT/models/tiny" --max-rows 16 --reps 5)
-step "bench_engine cpu" 60 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" "${EB[@]}" --out "$R/engine_cpu.csv"
-step "bench_engine cuda (invariant)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=invariant \
-  "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_invariant.csv"
-step "bench_engine cuda (cublas)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=cublas \
-  "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_cublas.csv"
-step "bench_engine cuda (invariant, no graphs)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=invariant \
-  SPECBED_CUDA_GRAPHS=0 "$B/bench_engine" "${EB[@]}" --device cuda --out "$R/engine_cuda_invariant_nographs.csv"
+# ---- bench_engine -------------------------------------------------------------------
+BENCH="$R/bench.log"
+step "bench_engine cuda 0.6b (invariant)" 90 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$M06" --device cuda \
+  --ctx 256 --prefill 2048 --max-rows 16 --max-batch 64 --reps 5 --out "$R/e06_inv.csv"
+step "bench_engine cuda 8b (invariant)" 120 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$M8" --device cuda \
+  --ctx 256 --prefill 512 --max-rows 16 --max-batch 64 --reps 3 --out "$R/e8_inv.csv"
+# ---- per-kernel times (Nsight Compute) ---------------------------------------------------
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+NLOG="$R/ncu.csv"
+# one decode step of the 0.6B shape, graphs off: generate prefills (one forward), then each token is a step;
+# the kernels of the third forward are the ones after 2 forwards' worth
+if [ "$(left)" -gt 40 ]; then
+  nsecs=$(( $(left) - 10 )); [ $nsecs -le 60 ] || nsecs=60
+  step "ncu: per-kernel time, one 0.6b decode step" $nsecs "$R/ncu.log" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=0 \
+    "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --launch-skip 1200 \
+    --launch-count 600 --log-file "$NLOG" "$B/specbed" generate --model "$M06" --prompt "def" --max-tokens 6 --device cuda
+  python3 - "$NLOG" <<'PY' | tee -a "$SUMMARY"
+import csv, sys, collections
+t, n = collections.defaultdict(float), collections.Counter()
+try:
+    rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+    h = rows[0]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+    for r in rows[1:]:
+        k = r[ki].split("(")[0].split("<")[0]; t[k] += float(r[vi].replace(",", "")); n[k] += 1
+    tot = sum(t.values())
+    print(f"ncu: {sum(n.values())} kernels, {tot/1e3:.1f} us of GPU time in all (about one decode step)")
+    for k, v in sorted(t.items(), key=lambda kv: -kv[1]):
+        print(f"ncu:   {k:24s} {n[k]:4d} launches {v/1e3:9.1f} us  {v/n[k]/1e3:7.2f} us each")
+except Exception as e:
+    print("ncu: no per-kernel table:", e)
+PY
+fi
 
-# ---- bench_spec: every drafter × depth on CUDA (invariant: greedy spec-on = spec-off) ----
-SPEC="$R/bench_spec.txt"
-step "bench_spec cuda (invariant)" 150 "$SPEC" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=invariant \
-  "$B/bench_spec" --model "$ROOT/models/tiny" --draft-model "$ROOT/models/tiny-draft" \
-  --dspark-model "$ROOT/models/tiny-dspark" --drafters ngram,draft,mtp,dspark --workloads code,prose \
-  --num-prompts 4 --max-tokens 80 --depths 1-8 --device cuda --out "$R/spec_cuda_invariant.csv"
 
+step "bench_engine cuda 0.6b (invariant, no PDL)" 45 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_PDL=0 "$B/bench_engine" \
+  --model "$M06" --device cuda --ctx 256 --max-rows 8 --reps 5 --out "$R/e06_nopdl.csv"
+step "bench_engine cuda 0.6b (cublas)" 45 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=cublas "$B/bench_engine" \
+  --model "$M06" --device cuda --ctx 256 --prefill 2048 --max-rows 8 --reps 5 --out "$R/e06_cublas.csv"
+step "bench_engine cuda tiny (invariant)" 30 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$ROOT/models/tiny" \
+  --device cuda --max-rows 16 --reps 5 --out "$R/etiny_inv.csv"
+
+# ---- sanitizer and per-kernel times ------------------------------------------------------
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo compute-sanitizer)
+SLOG="$R/sanitizer.log"
+step "compute-sanitizer memcheck (bench_engine tiny)" 60 "$SLOG" "${RUN_ENV[@]}" "$CS" --tool memcheck --error-exitcode 3 \
+  "$B/bench_engine" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
+grep -E "ERROR SUMMARY" "$SLOG" | tail -1 | sed 's/^/memcheck: /' | tee -a "$SUMMARY"
+# ---- HF transformers on the same weights and GPU ----------------------------------------
+HLOG="$R/hf.log"
+if [ "$(left)" -gt 60 ]; then
+  step "hf transformers 0.6b (eager, static+compile)" $(( $(left) - 5 )) "$HLOG" "${RUN_ENV[@]}" \
+    PYTHONUNBUFFERED=1 python3 - "$M06" "$REF" <<'PY'
+import sys, time, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+d, ref = sys.argv[1], sys.argv[2]
+tok = AutoTokenizer.from_pretrained(d)
+prompt = "def parse("
+ids = tok(prompt, return_tensors="pt").input_ids.cuda()
+want = open(ref).read().strip()
+for mode, dt in (("eager fp32", torch.float32), ("eager bf16", torch.bfloat16), ("static+compile bf16", torch.bfloat16)):
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=dt).cuda().eval()
+    kw = dict(max_new_tokens=48, min_new_tokens=48, do_sample=False)
+    if "static" in mode:
+        m.generation_config.cache_implementation = "static"
+        m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+    for rep in range(3):   # the first (and second, for compile) warm up
+        torch.cuda.synchronize(); t = time.time()
+        out = m.generate(ids, **kw)
+        torch.cuda.synchronize(); dt_s = time.time() - t
+    n = out.shape[1] - ids.shape[1]
+    text = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+    print(f"hf {mode}: {n / dt_s:.1f} tok/s ({n} tokens, batch 1, prompt {ids.shape[1]} tokens), "
+          f"text = specbed CPU text: {text == want}")
+    del m; torch.cuda.empty_cache()
+PY
+  grep "^hf " "$HLOG" | tee -a "$SUMMARY"
+else
+  say "hf transformers: skipped (deadline)"
+fi
+
+# ---- the table -----------------------------------------------------------------------------
 echo
-cat "$BENCH"
+grep -E "^(model|prefill|forward|batch|[0-9]+ |single|batched|memory|weights|host|CUDA)" "$BENCH" | head -80
 echo
-cat "$SPEC" 2>/dev/null
-echo
-for f in engine_cpu engine_cuda_invariant engine_cuda_cublas engine_cuda_invariant_nographs; do
+say ""
+say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1')"
+for f in e06_inv e8_inv e06_nopdl e06_cublas etiny_inv; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
-  p=$(awk -F, '$1=="prefill_tokens_per_s" {print $4}' <<< "$c")
-  d=$(awk -F, '$1=="decode_tokens_per_s" {print $4}' <<< "$c")
-  w=$(awk -F, '$1=="device_waits_per_decode" {print $4}' <<< "$c")
-  gl=$(awk -F, '$1=="graph_launches_per_decode" {print $4}' <<< "$c")
-  r1=$(awk -F, '$1=="forward_ms" && $2==1 && $3==1 {print $4}' <<< "$c")
-  r8=$(awk -F, '$1=="forward_ms" && $2==1 && $3==8 {print $4}' <<< "$c")
-  ratio=$(awk -v a="${r8:-0}" -v b="${r1:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-  say "$(printf '%-31s prefill %10.1f tok/s   decode %9.1f tok/s   verify 8 rows / 1 row (batch 1) %s   waits/step %s   graphs/step %s' \
-    "$f" "${p:-0}" "${d:-0}" "$ratio" "${w:-?}" "${gl:-?}")"
+  g() { awk -F, -v m="$1" -v b="$2" -v r="$3" '$1==m && $2==b && $3==r {print $4}' <<< "$c"; }
+  d=$(g decode_tokens_per_s 1 1) roof=$(g roofline_tokens_per_s 1 1) bw=$(g copy_gb_per_s 1 1) p=$(g prefill_tokens_per_s 1 1)
+  r1=$(g forward_ms 1 1) r8=$(g forward_ms 1 8) r16=$(g forward_ms 1 16)
+  b16=$(g batched_decode_tokens_per_s 16 1) b64=$(g batched_decode_tokens_per_s 64 1)
+  say "$(awk -v f="$f" -v d="${d:-0}" -v roof="${roof:-0}" -v bw="${bw:-0}" -v p="${p:-0}" -v r1="${r1:-0}" -v r8="${r8:-0}" \
+      -v r16="${r16:-0}" -v b16="${b16:-0}" -v b64="${b64:-0}" 'BEGIN {
+      printf "%-22s %9.1f %9.1f %7.1f%% %8.0f %7.2f %9.2f %9.0f %9.0f %9.0f %7.2f",
+        f, d, roof, roof > 0 ? 100 * d / roof : 0, bw, r1 > 0 ? r8 / r1 : 0, r1 > 0 ? r16 / r1 : 0, p, b16, b64,
+        d > 0 ? b16 / d : 0 }')"
 done
-say "results in $R ($(( $(date +%s) - T0 )) s in all)"
+say "(decode, bound, prefill, bN: tokens/s; bound = device copy GB/s / weight bytes per token; vN/v1: verify N rows / 1 row at batch 1)"
+say "results: $(( $(date +%s) - T0 )) s in all"
 [ $FAILED -eq 0 ] && say "device_cuda: every step passed" || say "device_cuda: SOME STEPS FAILED"
 exit $FAILED

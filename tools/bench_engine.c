@@ -2,18 +2,22 @@
  *
  * Reports prefill tokens/s, single-stream decode tokens/s, the cost of one
  * forward over r = 1..8 rows per sequence (--max-rows: up to 16) at batch
- * 1, 4 and 16 (the verify cost curve every later depth decision uses), on
- * the CPU or a GPU (--device), the memory bandwidth of a
- * STREAM-style copy, and the decode roofline (bandwidth ÷ weight bytes read
+ * 1, 4 and 16 (the verify cost curve every later depth decision uses),
+ * batched decode (one row for each of 16 and 64 sequences, --max-batch),
+ * on the CPU or a GPU (--device), the memory bandwidth of a copy (on the
+ * CPU a STREAM-style copy of host memory; on a GPU a device-to-device copy
+ * of device memory) and the decode roofline (bandwidth ÷ weight bytes read
  * per token). Prints a table and writes CSV (libcsv quoting).
  *
  * Unlike the load generator, this program links the engine: it measures the
  * engine itself, below HTTP. It uses only the public forward/KV API.
  *
  * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R] [--tp N]
- *                     [--device cpu|cuda]
+ *                     [--device cpu|cuda] [--max-batch B] [--prefill N]
  * (--tp N under `mpirun -np N`: rank 0 measures, the others serve its forwards;
- * --max-rows R: the cost curve's rows per sequence, 1..R, default 8, at most 16) */
+ * --max-rows R: the cost curve's rows per sequence, 1..R, default 8, at most 16;
+ * --max-batch B: batched decode at 16 and 64 sequences, those ≤ B, default 16: each sequence
+ * is prefilled with --ctx tokens first; --prefill N: the prefill measured, default --ctx tokens) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +56,35 @@ static double stream_copy_gbs(void) {
     return 2.0 * n * sizeof(float) / best / 1e9;   /* bytes read + written */
 }
 
+/* A device-to-device copy of device memory (two "weights" uploaded, so
+ * plain device allocations, not managed memory), 1 GiB each way; bytes
+ * read + written over the median of 5 copies. 0 when the memory is not
+ * there. */
+static double device_copy_gbs(void) {
+    const size_t n = (size_t)1 << 30;
+    kb_weight a = {.dt = KB_F32, .rows = (int)(n / 4096 / 4), .cols = 4096}, b = a;
+    char *h = malloc(n);
+    char err[256];
+    if (!h) return 0;
+    for (size_t i = 0; i < n; i++) h[i] = (char)(i * 131u);
+    a.data = h;
+    b.data = h;
+    double gbs = 0;
+    if (!kb_weight_upload(&a, &a, err, sizeof err) && !kb_weight_upload(&b, &a, err, sizeof err)) {
+        double t[5];
+        kb_copy_to_device((void *)b.data, a.data, n);   /* warm-up */
+        for (int r = 0; r < 5; r++) {
+            double t0 = gen_now();
+            kb_copy_to_device((void *)b.data, a.data, n);   /* outside a region: returns when copied */
+            t[r] = gen_now() - t0;
+        }
+        gbs = 2.0 * (double)n / median(t, 5) / 1e9;
+    }
+    kb_weight_release_owner(&a);
+    free(h);
+    return gbs;
+}
+
 static size_t weight_bytes(const model *m) {
     size_t b = 0;
     const model_config *c = &m->cfg;
@@ -67,11 +100,12 @@ static size_t weight_bytes(const model *m) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *device = "cpu";
-    int reps = 5, ctx = 256, tp = 1, max_r = 8;
+    int reps = 5, ctx = 256, tp = 1, max_r = 8, max_b = 16, prefill = 0;
     static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R]\n"
-                                "                    [--tp N] [--device cpu|cuda]\n"
+                                "                    [--tp N] [--device cpu|cuda] [--max-batch B] [--prefill N]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
-                                " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1)\n";
+                                " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
+                                " programmatic dependent launch: SPECBED_CUDA_PDL=0|1)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -81,20 +115,31 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) { if (opt_int("bench_engine", a, v, 1, 1000, &reps)) return 2; }
         else if (!strcmp(a, "--tp")) { if (opt_int("bench_engine", a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--max-rows")) { if (opt_int("bench_engine", a, v, 1, 16, &max_r)) return 2; }
+        else if (!strcmp(a, "--max-batch")) { if (opt_int("bench_engine", a, v, 16, 64, &max_b)) return 2; }
+        else if (!strcmp(a, "--prefill")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &prefill)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_engine", v)) return 2; }
         else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
         else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
+    if (!prefill) prefill = ctx;
     if (!dir) {
         fprintf(stderr, "bench_engine: --model DIR is required\n%s", usage);
         return 2;
     }
     if (cli_device_select("bench_engine", device, tp)) return 1;
     char err[1024];
-    enum { MAXB = 16, MAXR = 16 };   /* buffers; the curve runs rows 1..max_r */
+    enum { MAXB = 16, MAXR = 16, MAXD = 64 };   /* buffers; the curve runs rows 1..max_r, batched decode to max_b */
     gen_engine *e;
-    gen_engine_opts eo = {.model_dir = dir, .max_seqs = MAXB, .max_batch_rows = MAXB * max_r > ctx ? MAXB * max_r : ctx,
-                          .max_seq_len = ctx + 2 * max_r * (reps + 2) + 8};
+    const int rows_cap = MAXB * max_r > max_b ? MAXB * max_r : max_b;
+    const int longest = prefill > ctx ? prefill : ctx, grow = 2 * max_r * (reps + 2) + 8;
+    /* KV pages for what is used: one sequence to the prefill's length, the
+     * others to ctx and the rows on top (a 64-sequence batch at a 2,048-token
+     * prefill would otherwise reserve 64 prefills' worth) */
+    const int page = 16, seq_pages = (ctx + grow + page - 1) / page + 1;
+    gen_engine_opts eo = {.model_dir = dir, .max_seqs = max_b, .page_size = page,
+                          .n_pages = seq_pages * max_b + (longest + grow + page - 1) / page + 1,
+                          .max_batch_rows = rows_cap > longest ? rows_cap : longest,
+                          .max_seq_len = longest + grow};
     tp_job job;
     if (tp_job_open(&job, "bench_engine", tp)) return 1;
     if (job.rank > 0) return tp_job_worker(&job, "bench_engine", eo);
@@ -113,34 +158,36 @@ int main(int argc, char **argv) {
            c->hidden_size, c->vocab_size, kb_threads(), kernels, job.size);
 
     /* Token ids: a deterministic spread over the vocabulary. */
-    int *toks = malloc(sizeof(int) * (size_t)(ctx + MAXB * MAXR));
-    for (int i = 0; i < ctx + MAXB * MAXR; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)c->vocab_size);
-    int seqs[MAXB];
-    for (int b = 0; b < MAXB; b++) seqs[b] = kv_seq_new(e->kv);
-    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * MAXB * max_r);
-    int logit_rows[MAXB * MAXR];
-    fwd_span spans[MAXB];
+    const int n_toks = (prefill > ctx ? prefill : ctx) + MAXD * MAXR;
+    int *toks = malloc(sizeof(int) * (size_t)n_toks);
+    for (int i = 0; i < n_toks; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)c->vocab_size);
+    int seqs[MAXD];
+    for (int b = 0; b < max_b; b++) seqs[b] = kv_seq_new(e->kv);
+    float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)rows_cap);
+    int logit_rows[MAXD * MAXR];
+    fwd_span spans[MAXD];
     double times[1000];
 
-    /* Prefill: ctx tokens in one span, fresh sequence each rep. */
+    /* Prefill: `prefill` tokens in one span, fresh sequence each rep. */
     for (int r = 0; r < reps; r++) {
         kv_truncate(e->kv, seqs[0], 0);
-        spans[0] = (fwd_span){.seq = seqs[0], .n = ctx, .tokens = toks};
-        logit_rows[0] = ctx - 1;
+        spans[0] = (fwd_span){.seq = seqs[0], .n = prefill, .tokens = toks};
+        logit_rows[0] = prefill - 1;
         fwd_batch fb = {.spans = spans, .n_spans = 1};
         fwd_out fo = {.logit_rows = logit_rows, .n_logit_rows = 1, .logits = logits};
         double t0 = gen_now();
         if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
         times[r] = gen_now() - t0;
     }
-    double prefill_tps = ctx / median(times, reps);
-    printf("prefill (%d tokens): %.1f tokens/s\n", ctx, prefill_tps);
+    double prefill_tps = prefill / median(times, reps);
+    printf("prefill (%d tokens): %.1f tokens/s\n", prefill, prefill_tps);
 
     /* Verify cost curve: every sequence holds ctx tokens of history, then one
      * forward of r rows per sequence; the rows are truncated afterwards so the
      * history length is the same for every measurement. Row count r = 1 is
      * plain decode. */
-    for (int b = 1; b < MAXB; b++) {
+    if (prefill < ctx) kv_truncate(e->kv, seqs[0], 0);   /* sequence 0 gets ctx tokens too */
+    for (int b = prefill < ctx ? 0 : 1; b < max_b; b++) {
         spans[0] = (fwd_span){.seq = seqs[b], .n = ctx, .tokens = toks};
         fwd_batch fb = {.spans = spans, .n_spans = 1};
         fwd_out fo = {0};
@@ -197,10 +244,35 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
-    double gbs = stream_copy_gbs();
+    /* Batched decode: one row for each of B sequences (ctx history each). */
+    const int dbatches[2] = {16, 64};
+    double batch_tps[2] = {0, 0};
+    for (int bi = 0; bi < 2; bi++) {
+        const int B = dbatches[bi];
+        if (B > max_b) continue;
+        for (int b = 0; b < B; b++) {
+            spans[b] = (fwd_span){.seq = seqs[b], .n = 1, .tokens = toks + ctx + b};
+            logit_rows[b] = b;
+        }
+        fwd_batch fb = {.spans = spans, .n_spans = B};
+        fwd_out fo = {.logit_rows = logit_rows, .n_logit_rows = B, .logits = logits};
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = gen_now();
+            if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+            times[rep] = gen_now() - t0;
+            for (int b = 0; b < B; b++) kv_truncate(e->kv, seqs[b], ctx);
+        }
+        batch_tps[bi] = B / median(times, reps);
+    }
+    const int on_gpu = !strcmp(kb_device(), "cuda");
+    double gbs = on_gpu ? device_copy_gbs() : stream_copy_gbs();
     size_t wb = weight_bytes(e->m);
-    double roof = gbs * 1e9 / (double)wb;
+    double roof = gbs > 0 ? gbs * 1e9 / (double)wb : 0;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
+    for (int bi = 0; bi < 2; bi++)
+        if (batch_tps[bi] > 0)
+            printf("batched decode, %d sequences x 1 row: %.1f tokens/s (%.2fx single-stream)\n", dbatches[bi],
+                   batch_tps[bi], batch_tps[bi] / decode_tps);
     /* a stream-ordered forward waits once, for its logits (backend.h) */
     if (!strcmp(kb_device(), "cuda")) {
         printf("host waits for the GPU per decode step: %.1f\n", decode_waits);
@@ -208,21 +280,26 @@ int main(int argc, char **argv) {
         printf("CUDA graph launches per decode step: %.1f (%.0f nodes each, %.2f instantiated per step)\n",
                decode_graphs, decode_graphs > 0 ? decode_nodes / decode_graphs : 0.0, decode_inst);
     }
-    printf("memory bandwidth (STREAM copy%s): %.1f GB/s\n",
-           strcmp(kb_device(), "cuda") ? "" : " of host memory, not the GPU's: the roofline below is the CPU's", gbs);
+    printf("memory bandwidth (%s, read + written): %.1f GB/s\n",
+           on_gpu ? "device-to-device copy of GPU memory, 1 GiB" : "STREAM copy of host memory", gbs);
     printf("weights read per decode token%s: %.2f MB -> roofline %.0f tokens/s (decode at %.0f%% of it)\n",
            job.size > 1 ? " (rank 0's shard; each rank reads its own in parallel)" : "", wb / 1e6, roof,
-           100.0 * decode_tps / roof);
+           roof > 0 ? 100.0 * decode_tps / roof : 0.0);
     if (csv) {
-        const char *names[8] = {"prefill_tokens_per_s", "decode_tokens_per_s", "stream_copy_gb_per_s",
-                                "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode",
-                                "graph_launches_per_decode", "graph_nodes_per_decode"};
-        double vals[8] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits, decode_graphs, decode_nodes};
-        const char *units[8] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits", "launches", "nodes"};
-        for (int i = 0; i < 8; i++) {
+        /* copy_gb_per_s: the device's copy on a GPU, else the host's STREAM copy */
+        const char *names[10] = {"prefill_tokens_per_s", "decode_tokens_per_s", "copy_gb_per_s",
+                                 "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode",
+                                 "graph_launches_per_decode", "graph_nodes_per_decode", "batched_decode_tokens_per_s",
+                                 "batched_decode_tokens_per_s"};
+        double vals[10] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits, decode_graphs, decode_nodes,
+                           batch_tps[0], batch_tps[1]};
+        const char *units[10] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits", "launches", "nodes",
+                                 "tokens/s", "tokens/s"};
+        for (int i = 0; i < 10; i++) {
+            if (i >= 8 && vals[i] <= 0) continue;
             csv_row row = {csv, 0};
             csv_row_field(&row, names[i]);
-            csv_row_field(&row, "1");
+            csv_row_fieldf(&row, "%d", i == 8 ? dbatches[0] : i == 9 ? dbatches[1] : 1);
             csv_row_field(&row, "1");
             csv_row_fieldf(&row, "%.4f", vals[i]);
             csv_row_field(&row, units[i]);
@@ -232,7 +309,7 @@ int main(int argc, char **argv) {
         if (rename(tmp_out, out)) { fprintf(stderr, "bench_engine: cannot write %s\n", out); return 1; }
     }
     free(toks); free(logits);
-    for (int b = 0; b < MAXB; b++) kv_seq_free(e->kv, seqs[b]);
+    for (int b = 0; b < max_b; b++) kv_seq_free(e->kv, seqs[b]);
     gen_engine_free(e);
     tp_job_close(&job);
     return 0;

@@ -51,6 +51,7 @@ fiber *g_cur;
 void *g_sched_sp;
 const std::function<void()> *g_body;
 float g_shfl[MAX_THREADS];
+double g_shfl_d[MAX_THREADS];
 
 void trampoline() {
     (*g_body)();
@@ -87,6 +88,16 @@ float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     g_shfl[t] = v;
     __syncthreads();
     float r = g_shfl[(t & ~31) | ((t & 31) ^ lane_mask)];
+    __syncthreads();
+    return r;
+}
+
+double __shfl_xor_sync(unsigned mask, double v, int lane_mask) {
+    (void)mask;
+    int t = (int)(g_cur - g_f);
+    g_shfl_d[t] = v;
+    __syncthreads();
+    double r = g_shfl_d[(t & ~31) | ((t & 31) ^ lane_mask)];
     __syncthreads();
     return r;
 }

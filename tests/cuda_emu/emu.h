@@ -44,6 +44,9 @@ struct dim3 {
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
 struct uint3 { unsigned x, y, z; };
+/* the vector types of 16-byte loads (the matmul's weight and x reads) */
+struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
 
 #define __global__
 #define __device__
@@ -62,6 +65,7 @@ extern dim3 emu_block_dim, emu_grid_dim;
 
 void __syncthreads(void);
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+double __shfl_xor_sync(unsigned mask, double v, int lane_mask);
 
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -114,6 +118,18 @@ struct cudaPointerAttributes { enum cudaMemoryType type; int device; void *devic
 struct cudaDeviceProp { char name[256]; int major, minor, managedMemory; };
 #define cudaMemAttachGlobal 1
 typedef struct emu_stream *cudaStream_t;   /* one queue stands for every stream */
+/* cudaLaunchKernelEx (programmatic dependent launch, the start-up probe):
+ * the attributes change nothing here, the launch is emu_launch's */
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue { unsigned programmaticStreamSerializationAllowed; };
+struct cudaLaunchAttribute { enum cudaLaunchAttributeID id; union cudaLaunchAttributeValue val; };
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+};
 
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int d);
@@ -159,6 +175,12 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 const char *cudaGetErrorString(cudaError_t e);
 const char *cudaGetErrorName(cudaError_t e);
+
+template <class... P, class... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*k)(P...), A... a) {
+    emu_launch(k, c->gridDim, c->blockDim)(((P)a)...);
+    return cudaSuccess;
+}
 
 /* ---- half and bfloat16 ------------------------------------------------------ */
 struct __half { uint16_t x; };
