@@ -312,7 +312,7 @@ static void sweep(http_guard *g, gslot ***arr, size_t *cap) {
         }
         (*arr)[n++] = p;
     }
-    qsort(*arr, n, sizeof **arr, by_addr_age);
+    if (n > 1) qsort(*arr, n, sizeof **arr, by_addr_age);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && same_addr((*arr)[i], (*arr)[j]); j++) {}
         size_t over = j - i > (size_t)g->o.per_ip ? j - i - (size_t)g->o.per_ip : 0;
