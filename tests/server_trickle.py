@@ -14,6 +14,10 @@ failure. Standard library only.
                           the same two checks
   body URL PID BODY_S     3 clients send their headers and trickle the body:
                           closed by the body deadline (+2 s)
+  reserve URL PID N       N fresh connections (not yet evictable) fill
+                          --max-connections N: /health and /metrics answer
+                          200 within 1 s on the reserve, and a completion
+                          takes a slot once one has stalled for 1 s
   memory URL PID MIB      100 unauthenticated uploads announce 4 MiB - 1 and
                           send 3 MiB, then stall: the server's RSS grows by
                           less than MIB (the body memory bound) + 60 MiB
@@ -162,6 +166,33 @@ def main():
                  f"(body deadline {arg:.0f} s)")
         print(f"body: 3 body tricklers closed after {', '.join(f'{x:.1f}' for x in t.closed_after)} s "
               f"(body deadline {arg:.0f} s)")
+    elif mode == "reserve":
+        n = int(arg)
+        t0 = time.monotonic()
+        t = Tricklers(host, port, n, head)     # fresh: not evictable for a second
+        got = {}
+        for path in ("/health", "/metrics"):
+            t1 = time.monotonic()
+            try:
+                c = http.client.HTTPConnection(host, port, timeout=1.0)
+                c.request("GET", path); r = c.getresponse(); r.read(); c.close()
+                got[path] = (r.status, time.monotonic() - t1)
+            except OSError as e:
+                got[path] = (repr(e), time.monotonic() - t1)
+        fresh = time.monotonic() - t0
+        done, what = completion(host, port)    # on the reserve: takes a slot once one is stale enough
+        print(f"reserve: {t.opened} fresh connections fill --max-connections {n}; /health {got['/health'][0]} in "
+              f"{got['/health'][1]:.2f} s, /metrics {got['/metrics'][0]} in {got['/metrics'][1]:.2f} s "
+              f"({fresh:.2f} s after they connected); a completion {'ok' if done else what}")
+        t.shut()
+        if fresh >= 1.0:
+            print("reserve: SKIP the reserve checks: the probes came too late to find the table full")
+        else:
+            for path, (st, dt) in got.items():
+                if st != 200 or dt > 1.0:
+                    fail(f"reserve: {path} got {st} after {dt:.2f} s with the table full of fresh connections")
+        if not done:
+            fail(f"reserve: a completion with the table full of fresh connections failed: {what}")
     elif mode == "memory":
         r0 = rss_mib(pid)
         n, cl, sent = 100, (4 << 20) - 1, 3 << 20

@@ -8,6 +8,8 @@
 #     closed by the total header deadline (an idle timer never fired);
 #   - 600 clients that reconnect as soon as they are closed: the same;
 #   - body tricklers are closed by the total body deadline;
+#   - with the table full of fresh connections (nothing to evict yet),
+#     /health and /metrics answer on the reserve and a completion succeeds;
 #   - 100 unauthenticated uploads that stall at 3 of 4 MiB: RSS grows by
 #     less than the body memory bound (64 MiB) + 60 MiB.
 # args: SPECBED_BIN ROOT BUILD_DIR
@@ -69,5 +71,8 @@ timeout 30 python3 "$PY" body "$BASE" "$PID" "$BODY" || fail "body"
 timeout 90 python3 "$PY" memory "$BASE" "$PID" "$MEM" || fail "memory"
 curl -sf --max-time 5 "$BASE/health" >/dev/null || fail "/health after the floods"
 grep -q "past the $HDR s header deadline" "$TMP/err" || fail "no log line about closed connections"
+stop
+start --max-connections 4 --reserve-connections 4
+timeout 60 python3 "$PY" reserve "$BASE" "$PID" 4 || fail "reserve"
 stop
 echo "server_trickle: ok"
