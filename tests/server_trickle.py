@@ -10,7 +10,8 @@ failure. Standard library only.
                           >= 19 of 20 probes within 1 s, a completion
                           succeeds, and every trickler is closed by the
                           total header deadline (+2 s)
-  reconnect URL PID       600 clients reconnect as soon as they are closed:
+  reconnect URL PID       512 clients (the default table) reconnect as soon
+                          as they are closed:
                           the same two checks
   body URL PID BODY_S     3 clients send their headers and trickle the body:
                           closed by the body deadline (+2 s)

@@ -6,7 +6,8 @@
 #     idle timeout) from the probes' own address: /health answers >= 19 of
 #     20 probes within 1 s, a completion succeeds, and every trickler is
 #     closed by the total header deadline (an idle timer never fired);
-#   - 600 clients that reconnect as soon as they are closed: the same;
+#   - 512 clients (the default table) that reconnect as soon as they are
+#     closed: the same;
 #   - body tricklers are closed by the total body deadline;
 #   - with the table full of fresh connections (nothing to evict yet),
 #     /health and /metrics answer on the reserve and a completion succeeds;
