@@ -2,9 +2,26 @@
  * of model.safetensors.index.json) and validates every header before
  * returning anything.
  *
- * Owns: the mmaps (one per distinct file, read-only, MAP_PRIVATE), the tensor
- * table and the strings in it. Must not: copy tensor data, interpret tensor
- * names (model.c binds names to roles), or know about configs.
+ * Owns: one read-only anonymous mapping per distinct file holding its bytes,
+ * the tensor table and the strings in it. Must not: copy tensor data beyond
+ * that one read, interpret tensor names (model.c binds names to roles), or
+ * know about configs.
+ *
+ * Why the files are read, not mmapped: a file mapping, MAP_PRIVATE included,
+ * shares the file's page cache until a page is written. An operator who
+ * rewrites the checkpoint in place (`cp` over it truncates the same inode)
+ * then kills the server with SIGBUS at its next forward (pages past the new
+ * end), or, when the sizes happen to match, has it silently compute with the
+ * new file's bytes. Catching SIGBUS cannot fix the second, and cannot unwind
+ * the kernels' worker threads cleanly for the first. Read into the process's
+ * own memory, the weights are out of reach of anything done to the file.
+ * The cost: the checkpoint counts as the process's memory (anonymous, not
+ * reclaimable page cache, not shared with other processes mapping the same
+ * file). On the CPU every weight is touched every step, so the resident set
+ * is what the mmap reached anyway; ranks of a tensor-parallel run on one
+ * machine each hold the whole file; on CUDA the host copy is held beside the
+ * device copy until the model is freed. Replacing the file by rename
+ * (write elsewhere, mv over) was harmless before and still is.
  *
  * File layout: u64 little-endian header length N, N bytes of JSON, then the
  * data section. The JSON maps tensor name -> {dtype, shape, data_offsets}
@@ -128,10 +145,30 @@ static int map_file(st_file *f, char *err, size_t errlen) {
                     f->path, (long long)sb.st_size);
     }
     f->size = (size_t)sb.st_size;
-    void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);   /* the mapping keeps the file alive */
-    if (p == MAP_FAILED) return errf(err, errlen, "%s: mmap failed: %s", f->path, strerror(e));
+    /* Page-aligned anonymous memory, as an mmap of the file was: tensor
+     * alignment is the same as before, and st_close still munmaps. */
+    void *p = mmap(NULL, f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return errf(err, errlen, "%s: cannot allocate %zu bytes for it: %s", f->path, f->size, strerror(e));
+    }
+    size_t got = 0;
+    while (got < f->size) {
+        ssize_t k = pread(fd, (char *)p + got, f->size - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = errno;
+            close(fd);
+            munmap(p, f->size);
+            return k < 0 ? errf(err, errlen, "%s: read failed at byte %zu: %s", f->path, got, strerror(e))
+                         : errf(err, errlen, "%s: shrank to %zu bytes while being read (was %zu)", f->path, got,
+                                f->size);
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    mprotect(p, f->size, PROT_READ);   /* read-only, as the file mapping was */
     f->map = p;
     return 0;
 }

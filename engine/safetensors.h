@@ -1,6 +1,8 @@
 /* safetensors.h — read-only access to HF safetensors checkpoints.
- * Files are mmapped once and never copied; tensor data pointers point into
- * the mapping and stay valid until st_close(). A checkpoint is one
+ * Each file is read once into read-only anonymous memory (not mmapped: a
+ * checkpoint rewritten in place must not change or SIGBUS a running server;
+ * safetensors.c says why and what it costs); tensor data pointers point into
+ * it and stay valid until st_close(). A checkpoint is one
  * `model.safetensors` or the shards listed by `model.safetensors.index.json`.
  * Headers are validated before anything is returned: JSON shape, dtypes
  * (F32, BF16, F16 accepted), offsets in range, sizes = product(shape) × dtype
@@ -18,7 +20,7 @@ typedef struct {
     kb_dtype dt;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    const void *data;              /* points into the mmap */
+    const void *data;              /* points into the file's copy in memory */
     size_t nbytes;
     const char *file;              /* path of the shard holding it */
 } st_tensor;

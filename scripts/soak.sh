@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # soak.sh — start `specbed serve` on the bundled models with a drafter and
-# run scripts/soak.py against it (default 30 minutes, 32 clients); the
+# run scripts/soak.py against it (default 30 minutes, 32 clients, plus the
+# trickling, stalled and reconnecting connections soak.py adds); the
 # samples go to results/soak.csv. Not part of CI.
 # usage: scripts/soak.sh [MINUTES] [CLIENTS]
 set -euo pipefail

@@ -20,6 +20,11 @@ void server_opts_default(server_opts *o) {
     o->max_body = 4u << 20;
     o->max_connections = 512;
     o->http_timeout_s = 15;
+    o->header_timeout_s = 10;
+    o->body_timeout_s = 30;
+    o->max_connections_per_ip = 128;
+    o->reserve_connections = 16;
+    o->body_memory = 64u << 20;
     o->drain_s = 10.0;
     o->verify = (vpolicy_args)VPOLICY_ARGS_DEFAULT;
 }

@@ -34,6 +34,11 @@ typedef struct {
     size_t max_body;             /* request bodies larger than this get 413 */
     int max_connections;         /* open connections beyond which new ones are refused */
     int http_timeout_s;          /* a connection idle this long (headers or body) is closed */
+    int header_timeout_s;        /* total time for a request's line and headers (serve/http_guard.h) */
+    int body_timeout_s;          /* total time for its body, from the end of the headers */
+    int max_connections_per_ip;  /* requests still being sent, per client address */
+    int reserve_connections;     /* connections past max_connections, for /health and /metrics only */
+    size_t body_memory;          /* request body bytes held at once, all connections together */
     int fault_on;                /* fault injection (canary validation) */
     spec_fault fault;
     double drain_s;              /* shutdown: how long running requests may finish */
@@ -43,7 +48,8 @@ typedef struct {
 
 /* Fills the defaults: host 127.0.0.1, port 8000, depth 4, max_running 16,
  * max_queue 256, decode_log_interval 40, max_body 4 MiB, max_connections 512,
- * http_timeout_s 15, drain_s 10,
+ * http_timeout_s 15, header_timeout_s 10, body_timeout_s 30, max_connections_per_ip 128,
+ * reserve_connections 16, body_memory 64 MiB, drain_s 10,
  * verify policy VPOLICY_ARGS_DEFAULT. */
 void server_opts_default(server_opts *o);
 

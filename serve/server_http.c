@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "http_guard.h"
 #include "server_internal.h"
 
 #define WAIT_SLICE_MS 100   /* how often a waiting connection checks its client */
@@ -24,6 +25,7 @@
 typedef struct {
     char *body;
     size_t n, cap;
+    size_t want;          /* Content-Length, when given: the buffer is sized once */
     int counted;          /* a generation response in flight (server.http_active) */
     int answered;         /* refused on its headers (401, 413): the response is already queued */
 } conn_state;
@@ -214,8 +216,12 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *c, srv_kind ki
     int status;
     const char *param;
     char err[1024];
-    if (srv_parse_request(s, kind, cs->body ? cs->body : "", cs->n, &r, &status, &param, err, sizeof err))
-        return send_error(c, status, param, "%s", err);
+    int bad = srv_parse_request(s, kind, cs->body ? cs->body : "", cs->n, &r, &status, &param, err, sizeof err);
+    free(cs->body);       /* parsed: its memory and its reservation go back now, not at the answer's end */
+    cs->body = NULL;
+    cs->n = cs->cap = 0;
+    http_guard_body_done(s->guard, c);
+    if (bad) return send_error(c, status, param, "%s", err);
     if ((status = srv_enqueue(s, r))) {
         srv_req_unref(r);
         return status == 429 ? send_error(c, 429, NULL, "the server's queue is full (%d waiting); retry later",
@@ -302,6 +308,7 @@ static int authorized(server *s, struct MHD_Connection *c) {
 
 static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method,
                              conn_state *cs) {
+    http_guard_answering(s->guard, c);   /* the whole request is in: no deadline while it is answered */
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
         if (!get) return send_error(c, 405, NULL, "%s %s: use GET", method, url);
@@ -476,6 +483,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             cs->answered = 1;
             return send_error(c, 413, NULL, "the request body exceeds %zu bytes", s->o.max_body);
         }
+        /* The body deadline starts, and the body's memory is reserved before
+         * a byte of it is kept: its Content-Length, or the limit when chunked. */
+        cs->want = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
+        char gerr[512];
+        int gst = http_guard_headers(s->guard, c, url, cl ? cs->want : fr.te && !strcasecmp(fr.te, "chunked") ? s->o.max_body : 0, gerr, sizeof gerr);
+        if (gst) {
+            cs->answered = 1;
+            return send_error(c, gst, NULL, "%s", gerr);
+        }
         return MHD_YES;
     }
     if (cs->answered) {            /* an early answer is queued: drop whatever still arrives */
@@ -495,8 +511,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return refuse_mid_body(c, 413, "Content Too Large", msg);
         }
         if (cs->n + n + 1 > cs->cap) {
-            size_t cap = cs->cap ? cs->cap : 4096;
+            size_t cap = cs->cap ? cs->cap : cs->want ? cs->want + 1 : 4096;
             while (cap < cs->n + n + 1) cap *= 2;
+            if (cap > s->o.max_body + 1) cap = s->o.max_body + 1;   /* never past what was reserved */
             char *b = realloc(cs->body, cap);
             if (!b) return MHD_NO;
             cs->body = b;
@@ -511,9 +528,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c; (void)toe;   /* a stream's cancellation is stream_free's */
+    (void)toe;   /* a stream's cancellation is stream_free's */
     server *s = cls;
     conn_state *cs = *con_cls;
+    http_guard_request_end(s->guard, c);
     if (cs) {
         if (cs->counted) atomic_fetch_sub(&s->http_active, 1);
         free(cs->body);
@@ -559,13 +577,24 @@ int srv_http_start(server *s, char *err, size_t errlen) {
         snprintf(err, errlen, "--host '%s' is not a numeric IPv4 or IPv6 address", s->o.host);
         return -1;
     }
-    /* One thread per connection: a connection limit bounds the threads, and
-     * an inactivity timeout frees connections that never finish their
-     * request (partial headers, a stalled upload), so /health stays
-     * reachable under a slow-client flood. */
+    /* One thread per connection: the connection limit (ordinary + reserve)
+     * bounds the threads, the inactivity timeout frees idle connections, and
+     * the guard (http_guard.c) adds total deadlines, eviction of stalled
+     * connections, the per-address limit, the /health reserve and the body
+     * memory bound, so /health stays reachable under a slow-client flood. */
+    http_guard_opts go = {
+        .max_connections = s->o.max_connections > 0 ? s->o.max_connections : 512,
+        .reserve = s->o.reserve_connections > 0 ? s->o.reserve_connections : 16,
+        .per_ip = s->o.max_connections_per_ip > 0 ? s->o.max_connections_per_ip : 128,
+        .header_timeout_s = s->o.header_timeout_s > 0 ? s->o.header_timeout_s : 10,
+        .body_timeout_s = s->o.body_timeout_s > 0 ? s->o.body_timeout_s : 30,
+        .body_memory = s->o.body_memory >= s->o.max_body ? s->o.body_memory : s->o.max_body,
+        .log = s->log};
+    if (http_guard_create(&s->guard, &go, err, errlen)) return -1;
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, s, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->o.max_connections > 0 ? s->o.max_connections : 512),
+                              MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+                              MHD_OPTION_CONNECTION_LIMIT, http_guard_mhd_limit(s->guard),
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(s->o.http_timeout_s > 0 ? s->o.http_timeout_s : 15),
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!s->mhd) {
@@ -591,6 +620,8 @@ void srv_http_stop(server *s) {
     for (int i = 0; i < 500 && atomic_load(&s->http_active) > 0; i++) usleep(10000);
     if (s->mhd) MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
+    http_guard_free(s->guard);   /* after the daemon: every connection has been reported closed */
+    s->guard = NULL;
     if (s->listen_fd >= 0) close(s->listen_fd);
     s->listen_fd = -1;
 }

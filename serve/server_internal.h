@@ -150,6 +150,7 @@ struct server {
     srv_declog dl;                /* scheduler only */
 
     struct MHD_Daemon *mhd;
+    struct http_guard *guard;     /* deadlines, eviction, reserve, body memory (http_guard.h) */
     int port;
     int listen_fd;                /* after quiesce: ours to close, -1 otherwise */
     atomic_int http_active;       /* generation responses not yet completely sent */

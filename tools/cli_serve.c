@@ -56,9 +56,23 @@ static void help(FILE *f) {
         "  --api-key KEY             require 'Authorization: Bearer KEY' on every route but /health\n"
         "                            (checked before any request body is read; printable, no\n"
         "                            leading or trailing space, which HTTP would strip)\n"
-        "  --max-connections N       open HTTP connections; more are refused at once (default 512)\n"
+        "  --max-connections N       open HTTP connections (default 512). When all are taken, a new one\n"
+        "                            closes the oldest that has been sending its request for 1 s or more;\n"
+        "                            if none has, it gets a reserve slot (below)\n"
+        "  --reserve-connections N   connections past --max-connections that answer only /health and\n"
+        "                            /metrics (others get 503), so probes get through (default 16)\n"
+        "  --max-connections-per-ip N  requests still being sent from one address; past this its oldest\n"
+        "                            one that has been sending for 1 s or more is closed (default 128;\n"
+        "                            requests being answered do not count)\n"
+        "  --header-timeout S        a request line and headers must arrive within S seconds of the\n"
+        "                            connection or of the previous answer, in total (default 10)\n"
+        "  --body-timeout S          a request body must arrive within S seconds of its headers, in\n"
+        "                            total (default 30)\n"
         "  --http-timeout S          close a connection that sends nothing for S seconds while its\n"
         "                            request is incomplete (default 15)\n"
+        "  --max-body-memory MIB     request bodies being received hold at most MIB MiB in all, reserved\n"
+        "                            from the Content-Length (4 MiB for a chunked body) before a byte is\n"
+        "                            kept; past it the oldest stalled body is closed, else 503 (default 64)\n"
         "  --drain-timeout S         on SIGTERM, let running requests finish for up to S seconds,\n"
         "                            then cancel them (default 10)\n"
         "  --inject-fault [SPEC]     FOR CANARY VALIDATION ONLY: break the output the way a published\n"
@@ -126,6 +140,16 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else if (!strcmp(a, "--cost-table")) { VAL(); o->verify.cost_path = v; given.cost_table = 1; }
         else if (!strcmp(a, "--max-connections")) { VAL(); if (opt_int(CMD, a, v, 4, 65536, &o->max_connections)) return -1; }
         else if (!strcmp(a, "--http-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->http_timeout_s)) return -1; }
+        else if (!strcmp(a, "--reserve-connections")) { VAL(); if (opt_int(CMD, a, v, 1, 4096, &o->reserve_connections)) return -1; }
+        else if (!strcmp(a, "--max-connections-per-ip")) { VAL(); if (opt_int(CMD, a, v, 1, 65536, &o->max_connections_per_ip)) return -1; }
+        else if (!strcmp(a, "--header-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->header_timeout_s)) return -1; }
+        else if (!strcmp(a, "--body-timeout")) { VAL(); if (opt_int(CMD, a, v, 1, 86400, &o->body_timeout_s)) return -1; }
+        else if (!strcmp(a, "--max-body-memory")) {
+            VAL();
+            int mib;
+            if (opt_int(CMD, a, v, 4, 1 << 20, &mib)) return -1;   /* at least one 4 MiB body */
+            o->body_memory = (size_t)mib << 20;
+        }
         else if (!strcmp(a, "--tp")) { VAL(); if (opt_int(CMD, a, v, 1, 64, tp)) return -1; }
         else if (!strcmp(a, "--device")) { VAL(); *device = v; if (cli_device_check(CMD, v)) return -1; }
         else if (!strcmp(a, "--drain-timeout")) { VAL(); if (opt_float(CMD, a, v, 0, 86400, &fl)) return -1; o->drain_s = fl; }
