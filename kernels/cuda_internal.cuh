@@ -68,6 +68,15 @@ unsigned long cu_ring_epoch(void);
 /* 1 when the device can read p directly (device or managed memory). */
 int cu_on_device(const void *p);
 
+/* The bracket's lock alone (no staging, no capture): a call that only
+ * records work for later (cuda_matmul's held matmuls). */
+void cu_lock(void);
+void cu_unlock(void);
+int cu_async_depth(void);   /* > 0 inside kb_async_begin regions */
+/* Launches the matmuls cuda_matmul holds back (cuda_matmul.cu); with the
+ * lock held. cu_begin and every wait or end of a capture call it first. */
+void cuda_matmul_flush(void);
+
 /* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);
 int  cuda_set_matmul(const char *mode);

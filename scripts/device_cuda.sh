@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # device_cuda.sh — the CUDA backend's checks and numbers on a GPU machine,
-# in one run (under 5 minutes on an H200; every step has its own timeout,
-# and the whole run a deadline, DEVICE_CUDA_BUDGET_S, default 290 s: the
+# in one run (under 6 minutes on an H200; every step has its own timeout,
+# and the whole run a deadline, DEVICE_CUDA_BUDGET_S, default 330 s: the
 # later steps are skipped when it comes):
 #   1. builds build-gpu/ (Release, sm_90 only: the machine's chip, -j16) —
-#      specbed, bench_engine and test_cuda;
+#      specbed, bench_engine, bench_spec and test_cuda;
 #   2. makes the shape models (scripts/make_shape_model.py: Qwen3-0.6B's
 #      and Qwen3-8B's bodies, random bf16 weights, the bundled tokenizer);
 #   3. test_cuda (every kernel against the CPU, batch invariance, fixture
@@ -16,7 +16,9 @@
 #      decode, the verify cost curve (rows 1–16 at batch 1, 4, 16), batched
 #      decode at 16 and 64 sequences, the device's copy bandwidth and the
 #      decode bound (weight bytes ÷ that bandwidth); on 0.6B also in cuBLAS
-#      mode and without PDL; bench_engine on models/tiny;
+#      mode, without PDL and without graphs; bench_engine on models/tiny;
+#      bench_spec --device cuda on the bundled models (every drafter,
+#      depths 1–4, code);
 #   6. HF transformers on the 0.6B shape, same weights and GPU (eager and
 #      static cache + torch.compile), greedy text compared and tok/s, when
 #      the deadline leaves room;
@@ -31,7 +33,7 @@
 # libcsv). So, first, HERE on the project's machine:
 #   scripts/device_cuda.sh --prepare        # copies their headers and libraries into .devsys/
 # then one call of the device tool:
-#   run(command="scripts/device_cuda.sh", carry=[".devsys"], timeout_s=360)
+#   run(command="scripts/device_cuda.sh", carry=[".devsys"], timeout_s=400)
 # On the device machine .devsys/ is used only when pkg-config does not find
 # the libraries there (it is a Debian 12 build: it needs glibc ≥ 2.36).
 set -uo pipefail
@@ -111,7 +113,7 @@ SUMMARY="$R/summary.txt"
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 FAILED=0
-DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-290} ))
+DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-330} ))
 left() { echo $(( DEADLINE - $(date +%s) )); }
 step() {   # name, timeout seconds, log file, command...  (stdout and stderr appended to the log)
   local name=$1 secs=$2 log=$3; shift 3
@@ -171,8 +173,8 @@ MLOG="$R/models.log"
 ( timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-0.6b "$M06" >> "$MLOG" 2>&1 &&
   timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-8b "$M8" >> "$MLOG" 2>&1; echo "rc=$?" >> "$MLOG" ) &
 MODELS_PID=$!
-step "build (specbed, bench_engine, test_cuda)" 200 "$BLOG" \
-  cmake --build "$B" -j16 --target specbed bench_engine test_cuda || { tail -40 "$BLOG"; exit 1; }
+step "build (specbed, bench_engine, bench_spec, test_cuda)" 200 "$BLOG" \
+  cmake --build "$B" -j16 --target specbed bench_engine bench_spec test_cuda || { tail -40 "$BLOG"; exit 1; }
 
 # ---- gpu tests -------------------------------------------------------------------
 TLOG="$R/test_cuda.log"
@@ -239,8 +241,18 @@ step "bench_engine cuda 0.6b (invariant, no PDL)" 45 "$BENCH" "${RUN_ENV[@]}" SP
   --model "$M06" --device cuda --ctx 256 --max-rows 8 --reps 5 --out "$R/e06_nopdl.csv"
 step "bench_engine cuda 0.6b (cublas)" 45 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=cublas "$B/bench_engine" \
   --model "$M06" --device cuda --ctx 256 --prefill 2048 --max-rows 8 --reps 5 --out "$R/e06_cublas.csv"
+step "bench_engine cuda 0.6b (invariant, no graphs)" 45 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=0 "$B/bench_engine" \
+  --model "$M06" --device cuda --ctx 256 --max-rows 8 --reps 5 --out "$R/e06_nographs.csv"
 step "bench_engine cuda tiny (invariant)" 30 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$ROOT/models/tiny" \
   --device cuda --max-rows 16 --reps 5 --out "$R/etiny_inv.csv"
+
+# ---- bench_spec: every drafter on CUDA (invariant: greedy spec-on = spec-off) -------------
+SPEC="$R/bench_spec.log"
+step "bench_spec cuda (tiny models, code, depths 1-4)" 75 "$SPEC" "${RUN_ENV[@]}" "$B/bench_spec" \
+  --model "$ROOT/models/tiny" --draft-model "$ROOT/models/tiny-draft" --dspark-model "$ROOT/models/tiny-dspark" \
+  --drafters ngram,draft,mtp,dspark --workloads code --num-prompts 4 --max-tokens 80 --depths 1-4 --device cuda \
+  --out "$R/spec_cuda.csv"
+grep -iE "speed|mismatch|x " "$SPEC" | tail -25
 
 # ---- sanitizer and per-kernel times ------------------------------------------------------
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo compute-sanitizer)
@@ -251,7 +263,8 @@ grep -E "ERROR SUMMARY" "$SLOG" | tail -1 | sed 's/^/memcheck: /' | tee -a "$SUM
 # ---- HF transformers on the same weights and GPU ----------------------------------------
 HLOG="$R/hf.log"
 if [ "$(left)" -gt 60 ]; then
-  step "hf transformers 0.6b (eager, static+compile)" $(( $(left) - 5 )) "$HLOG" "${RUN_ENV[@]}" \
+  hsecs=$(( $(left) - 5 )); [ $hsecs -le 120 ] || hsecs=120
+  step "hf transformers 0.6b (eager fp32, static cache bf16)" $hsecs "$HLOG" "${RUN_ENV[@]}" \
     PYTHONUNBUFFERED=1 python3 - "$M06" "$REF" <<'PY'
 import sys, time, torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -260,12 +273,14 @@ tok = AutoTokenizer.from_pretrained(d)
 prompt = "def parse("
 ids = tok(prompt, return_tensors="pt").input_ids.cuda()
 want = open(ref).read().strip()
-for mode, dt in (("eager fp32", torch.float32), ("eager bf16", torch.bfloat16), ("static+compile bf16", torch.bfloat16)):
+# static cache: transformers compiles the forward itself for a static cache
+# (its generation compile_config); no torch.compile of our own (the first run's
+# reduce-overhead wrapper broke on the cache's in-place update)
+for mode, dt in (("eager fp32", torch.float32), ("static cache bf16", torch.bfloat16)):
     m = AutoModelForCausalLM.from_pretrained(d, dtype=dt).cuda().eval()
     kw = dict(max_new_tokens=48, min_new_tokens=48, do_sample=False)
     if "static" in mode:
-        m.generation_config.cache_implementation = "static"
-        m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
+        kw["cache_implementation"] = "static"
     for rep in range(3):   # the first (and second, for compile) warm up
         torch.cuda.synchronize(); t = time.time()
         out = m.generate(ids, **kw)
@@ -287,7 +302,7 @@ grep -E "^(model|prefill|forward|batch|[0-9]+ |single|batched|memory|weights|hos
 echo
 say ""
 say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1')"
-for f in e06_inv e8_inv e06_nopdl e06_cublas etiny_inv; do
+for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
   g() { awk -F, -v m="$1" -v b="$2" -v r="$3" '$1==m && $2==b && $3==r {print $4}' <<< "$c"; }
@@ -297,8 +312,8 @@ for f in e06_inv e8_inv e06_nopdl e06_cublas etiny_inv; do
   say "$(awk -v f="$f" -v d="${d:-0}" -v roof="${roof:-0}" -v bw="${bw:-0}" -v p="${p:-0}" -v r1="${r1:-0}" -v r8="${r8:-0}" \
       -v r16="${r16:-0}" -v b16="${b16:-0}" -v b64="${b64:-0}" 'BEGIN {
       printf "%-22s %9.1f %9.1f %7.1f%% %8.0f %7.2f %9.2f %9.0f %9.0f %9.0f %7.2f",
-        f, d, roof, roof > 0 ? 100 * d / roof : 0, bw, r1 > 0 ? r8 / r1 : 0, r1 > 0 ? r16 / r1 : 0, p, b16, b64,
-        d > 0 ? b16 / d : 0 }')"
+        f, d, roof, (roof > 0 ? 100 * d / roof : 0), bw, (r1 > 0 ? r8 / r1 : 0), (r1 > 0 ? r16 / r1 : 0), p, b16, b64,
+        (d > 0 ? b16 / d : 0) }')"
 done
 say "(decode, bound, prefill, bN: tokens/s; bound = device copy GB/s / weight bytes per token; vN/v1: verify N rows / 1 row at batch 1)"
 say "results: $(( $(date +%s) - T0 )) s in all"

@@ -268,6 +268,65 @@ static void test_cublas(void) {
     CHECK(kb_set_cuda_matmul("fast") == -1);
 }
 
+/* Inside an async region the backend holds back matmuls of one x and
+ * launches up to four as one (cuda_matmul.cu): q/k/v of different row
+ * counts (the set's block ranges), then gate/up, then a matmul of another x
+ * that must see the held results' successors run in order — each equal bit
+ * for bit to the same matmul alone outside a region. */
+static void test_matmul_held(void) {
+    use("cuda");
+    const int cols = 1024, m = 3;
+    const int rows[5] = {96, 32, 32, 200, 200};
+    kb_weight w[5], wd[5];
+    char err[512];
+    for (int i = 0; i < 5; i++) {
+        w[i] = random_weight(KB_BF16, rows[i], cols);
+        wd[i] = w[i];
+        CHECKF(!kb_weight_upload(&wd[i], w, err, sizeof err), "upload: %s", err);
+    }
+    kb_weight wo = random_weight(KB_BF16, 64, 200), wod = wo;
+    CHECKF(!kb_weight_upload(&wod, w, err, sizeof err), "upload: %s", err);
+    float *xh = random_floats((size_t)m * cols, 1.0f);
+    float *x = kb_alloc(sizeof(float) * m * cols), *y[5], *z = kb_alloc(sizeof(float) * m * 64);
+    kb_copy_to_device(x, xh, sizeof(float) * m * cols);
+    for (int i = 0; i < 5; i++) y[i] = kb_alloc(sizeof(float) * m * rows[i]);
+    kb_async_begin();
+    float *ys3[3] = {y[0], y[1], y[2]};
+    const kb_weight *ws3[3] = {&wd[0], &wd[1], &wd[2]};
+    kb_matmul_n(3, ys3, ws3, x, m);
+    float *ys2[2] = {y[3], y[4]};
+    const kb_weight *ws2[2] = {&wd[3], &wd[4]};
+    kb_matmul_n(2, ys2, ws2, x, m);
+    kb_swiglu(y[3], y[3], y[4], m, rows[3]);   /* reads held results: they run first */
+    kb_matmul(z, y[3], &wod, m);                /* another x */
+    kb_async_end();
+    long bad = 0;
+    double e;
+    for (int i = 0; i < 5; i++) {
+        float *r = malloc(sizeof(float) * m * rows[i]);
+        kb_matmul(r, xh, &wd[i], m);   /* alone, outside a region */
+        if (i == 3) {
+            float *u = malloc(sizeof(float) * m * rows[4]);
+            kb_matmul(u, xh, &wd[4], m);
+            kb_swiglu(r, r, u, m, rows[3]);
+            float *zr = malloc(sizeof(float) * m * 64);
+            kb_matmul(zr, r, &wod, m);
+            bad += bits_differ(z, zr, (size_t)m * 64, &e);
+            free(u); free(zr);
+        }
+        bad += bits_differ(y[i], r, (size_t)m * rows[i], &e);
+        free(r);
+    }
+    CHECKF(bad == 0, "held matmuls: %ld elements differ from the same matmuls alone", bad);
+    for (int i = 0; i < 5; i++) { kb_free(y[i]); kb_weight_release(&wd[i]); free((void *)w[i].data); }
+    kb_weight_release(&wod);
+    free((void *)wo.data);
+    kb_free(x); kb_free(z); free(xh);
+    use("cpu");
+    printf("matmul: q/k/v and gate/up held and launched as one, then a dependent swiglu and matmul: the bits of "
+           "each alone\n");
+}
+
 /* ---- element-wise and row kernels ------------------------------------------------ */
 
 static void test_rmsnorm_swiglu_add(void) {
@@ -803,6 +862,7 @@ int main(void) {
     test_batch_invariance();
     test_cublas();
     test_rmsnorm_swiglu_add();
+    test_matmul_held();
     test_rope();
     test_rope_table();
     test_attention();

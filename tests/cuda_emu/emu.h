@@ -64,6 +64,9 @@ extern dim3 emu_block_dim, emu_grid_dim;
 #define gridDim emu_grid_dim
 
 void __syncthreads(void);
+/* a warp's barrier: a block-wide one here (stronger; kernels reach it
+ * with every thread of the block) */
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; __syncthreads(); }
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 double __shfl_xor_sync(unsigned mask, double v, int lane_mask);
 
