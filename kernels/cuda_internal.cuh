@@ -73,9 +73,14 @@ int cu_on_device(const void *p);
 void cu_lock(void);
 void cu_unlock(void);
 int cu_async_depth(void);   /* > 0 inside kb_async_begin regions */
-/* Launches the matmuls cuda_matmul holds back (cuda_matmul.cu); with the
- * lock held. cu_begin and every wait or end of a capture call it first. */
+/* Calls held back to be launched with the next (cuda_matmul.cu: a layer's
+ * q/k/v, gate/up as one; cuda_ops.cu: a residual add with the next norm,
+ * a head norm with the next RoPE): at most one kind is held at a time.
+ * cu_flush_held launches whatever is held, with the lock held; cu_begin
+ * and every wait or end of a capture call it first. */
 void cuda_matmul_flush(void);
+void cuda_ops_flush(void);
+void cu_flush_held(void);
 
 /* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);

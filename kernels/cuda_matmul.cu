@@ -275,7 +275,7 @@ static void launch_set(const mm_set &set, kb_dtype dt, const float *x, int m, in
  * matmul with the same x, m, cols and dtype joins it (up to MM_SET, a y
  * that is none of the held ones, nor x), and anything else the backend
  * is asked to do first launches what is held (cu_begin, and before every
- * wait or end of a capture: cuda_matmul_flush). So the kernels run in the
+ * wait or end of a capture: cu_flush_held). So the kernels run in the
  * calls' order as far as any later call can see, and each output's bits
  * are the single launch's. On the first GPU run the k and v projections
  * of Qwen3-0.6B took 3.8 µs each alone (Nsight Compute), of which ~2 µs
@@ -302,7 +302,7 @@ static int hold(float *y, const float *x, const kb_weight *w, int m) {
     int join = g_held.set.n > 0 && g_held.set.n < MM_SET && g_held.x == x && g_held.m == m &&
                g_held.cols == w->cols && g_held.dt == w->dt;
     for (int t = 0; join && t < g_held.set.n; t++) join = g_held.set.y[t] != y;
-    if (!join) cuda_matmul_flush();
+    if (!join) cu_flush_held();   /* a held add or norm too: calls stay in order */
     if (!g_held.set.n) {
         g_held.x = x;
         g_held.m = m;

@@ -252,7 +252,7 @@ static cudaGraphExec_t exec_for(cudaGraph_t graph, size_t nodes) {
 
 /* Ends the capture (if one runs) and launches what it holds. */
 static void capture_launch(void) {
-    cuda_matmul_flush();   /* held matmuls go in first (the lock is held here) */
+    cu_flush_held();   /* held calls go in first (the lock is held here) */
     if (!g_capturing) return;
     g_capturing = 0;
     cudaGraph_t graph = NULL;
@@ -272,7 +272,7 @@ static void capture_launch(void) {
 /* Waits for everything queued (if anything is); the ring's bytes are free
  * again. */
 static void wait_stream(const char *what) {
-    capture_launch();   /* and held matmuls */
+    capture_launch();   /* and held calls */
     if (g_pending) {
         cu_check(cudaStreamSynchronize(g_stream), what);
         g_counts.waits++;
@@ -304,7 +304,12 @@ void cu_begin(void) {
     g_call_start = g_ring_used;
     g_call_need = 0;
     capture_begin();
-    cuda_matmul_flush();   /* held matmuls run before this call, in the same capture */
+    cu_flush_held();   /* held calls run before this call, in the same capture */
+}
+
+void cu_flush_held(void) {
+    cuda_matmul_flush();
+    cuda_ops_flush();
 }
 
 void cu_lock(void) { pthread_mutex_lock(&g_lock); }

@@ -213,12 +213,12 @@ step "bench_engine cuda 8b (invariant)" 120 "$BENCH" "${RUN_ENV[@]}" "$B/bench_e
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 NLOG="$R/ncu.csv"
 # one decode step of the 0.6B shape, graphs off: generate prefills (one forward), then each token is a step;
-# the kernels of the third forward are the ones after 2 forwards' worth
+# ~315 kernels a step since the held calls (11 a layer): skip the prefill and the first step, count one
 if [ "$(left)" -gt 40 ]; then
   nsecs=$(( $(left) - 10 )); [ $nsecs -le 60 ] || nsecs=60
   step "ncu: per-kernel time, one 0.6b decode step" $nsecs "$R/ncu.log" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=0 \
-    "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --launch-skip 1200 \
-    --launch-count 600 --log-file "$NLOG" "$B/specbed" generate --model "$M06" --prompt "def" --max-tokens 6 --device cuda
+    "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --launch-skip 650 \
+    --launch-count 320 --log-file "$NLOG" "$B/specbed" generate --model "$M06" --prompt "def" --max-tokens 6 --device cuda
   python3 - "$NLOG" <<'PY' | tee -a "$SUMMARY"
 import csv, sys, collections
 t, n = collections.defaultdict(float), collections.Counter()

@@ -327,6 +327,90 @@ static void test_matmul_held(void) {
            "each alone\n");
 }
 
+/* The same chain inside an async region (device buffers: the backend holds
+ * an add for the next norm, a head norm for the next RoPE, and launches
+ * them as one kernel, or alone when something else comes next) and
+ * outside one (every call alone): bit for bit. */
+static void held_chain(float *x, float *xb, float *q, float *k, const float *y, const float *g, const float *gq,
+                       const int *pos, int m, int n, int nh, int hd) {
+    kb_add(x, y, m, n);
+    kb_rmsnorm(xb, x, g, m, n, 1e-6f);             /* add + norm */
+    kb_rmsnorm(q, q, gq, m * nh, hd, 1e-6f);
+    kb_rope(q, pos, m, nh, hd, 1e6f);              /* norm + rope */
+    kb_rmsnorm(k, k, gq, m * nh, hd, 1e-6f);
+    kb_add(k, q, m, nh * hd);                      /* a held norm, then something else */
+    kb_add(x, xb, m, n);
+    kb_swiglu(xb, xb, x, m, n);                    /* a held add, then something else */
+    kb_rmsnorm(k, k, gq, m * nh, hd, 1e-6f);
+    kb_rope(q, pos, m, nh, hd, 1e6f);              /* a held norm of k, then RoPE of q: not fused */
+    kb_add(x, y, m, n);
+    kb_rmsnorm(xb, xb, g, m, n, 1e-6f);            /* a held add of x, then a norm of xb: not fused */
+}
+
+static void test_held_ops(void) {
+    const int m = 3, n = 1024, nh = 4, hd = 64;
+    const size_t nx = (size_t)m * n, nq = (size_t)m * nh * hd;
+    float *x0 = random_floats(nx, 1.0f), *y0 = random_floats(nx, 1.0f), *q0 = random_floats(nq, 1.0f);
+    float *k0 = random_floats(nq, 1.0f), *g0 = random_floats(n, 1.0f), *gq0 = random_floats(hd, 1.0f);
+    int pos[3] = {5, 6, 900};
+    use("cuda");
+    float *buf[2][6];
+    for (int v = 0; v < 2; v++) {
+        float **b = buf[v];
+        b[0] = kb_alloc(nx * 4); b[1] = kb_alloc(nx * 4); b[2] = kb_alloc(nq * 4); b[3] = kb_alloc(nq * 4);
+        b[4] = kb_alloc(nx * 4); b[5] = kb_alloc(n * 4);
+        memcpy(b[0], x0, nx * 4); memset(b[1], 0, nx * 4); memcpy(b[2], q0, nq * 4); memcpy(b[3], k0, nq * 4);
+        memcpy(b[4], y0, nx * 4); memcpy(b[5], g0, n * 4);
+    }
+    float *gq = kb_alloc(hd * 4);
+    memcpy(gq, gq0, hd * 4);
+    held_chain(buf[0][0], buf[0][1], buf[0][2], buf[0][3], buf[0][4], buf[0][5], gq, pos, m, n, nh, hd);
+    kb_async_begin();
+    held_chain(buf[1][0], buf[1][1], buf[1][2], buf[1][3], buf[1][4], buf[1][5], gq, pos, m, n, nh, hd);
+    kb_async_end();
+    double e;
+    long d = bits_differ(buf[0][0], buf[1][0], nx, &e) + bits_differ(buf[0][1], buf[1][1], nx, &e) +
+             bits_differ(buf[0][2], buf[1][2], nq, &e) + bits_differ(buf[0][3], buf[1][3], nq, &e);
+    CHECKF(d == 0, "held adds and norms: %ld elements differ from the same calls alone", d);
+    /* and the fused RoPE against the CPU's (RoPE's own tolerance): q after norm + rope */
+    use("cpu");
+    float *qc = malloc(nq * 4), *qn = malloc(nq * 4), *xc = malloc(nx * 4), *xbc = malloc(nx * 4);
+    memcpy(qn, q0, nq * 4);
+    kb_rmsnorm(qn, qn, gq0, m * nh, hd, 1e-6f);
+    memcpy(qc, qn, nq * 4);
+    kb_rope(qc, pos, m, nh, hd, 1e6f);
+    memcpy(xc, x0, nx * 4);
+    kb_add(xc, y0, m, n);
+    kb_rmsnorm(xbc, xc, g0, m, n, 1e-6f);
+    use("cuda");
+    float *qg = kb_alloc(nq * 4), *xg = kb_alloc(nx * 4), *xbg = kb_alloc(nx * 4);
+    memcpy(qg, q0, nq * 4);
+    memcpy(xg, x0, nx * 4);
+    kb_async_begin();
+    kb_rmsnorm(qg, qg, gq, m * nh, hd, 1e-6f);
+    kb_rope(qg, pos, m, nh, hd, 1e6f);
+    kb_add(xg, buf[1][4], m, n);   /* y0 is still in buf[1][4] (the chain reads y, never writes it) */
+    kb_rmsnorm(xbg, xg, buf[1][5], m, n, 1e-6f);
+    kb_async_end();
+    long bad = 0;
+    for (size_t i = 0; i < nq; i++) {   /* test_rope's bound, on the normed pair */
+        const size_t base = i - i % (size_t)hd;
+        const int i0 = (int)(i % (size_t)hd) % (hd / 2);
+        bad += !(fabs((double)qc[i] - qg[i]) <= 2.5e-7 * (fabs(qn[base + i0]) + fabs(qn[base + i0 + hd / 2])));
+    }
+    CHECKF(bad == 0, "norm + rope fused: %ld elements beyond the CPU's RoPE tolerance", bad);
+    CHECKF(bits_differ(xc, xg, nx, &e) == 0 && bits_differ(xbc, xbg, nx, &e) == 0,
+           "add + norm fused: differs from the CPU's add then norm");
+    kb_free(qg); kb_free(xg); kb_free(xbg); kb_free(gq);
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 6; i++) kb_free(buf[v][i]);
+    use("cpu");
+    free(qc); free(qn); free(xc); free(xbc);
+    free(x0); free(y0); free(q0); free(k0); free(g0); free(gq0);
+    printf("held ops: add + norm and head norm + RoPE fused inside a region = the calls alone (and the CPU's add "
+           "and norm bits)\n");
+}
+
 /* ---- element-wise and row kernels ------------------------------------------------ */
 
 static void test_rmsnorm_swiglu_add(void) {
@@ -863,6 +947,7 @@ int main(void) {
     test_cublas();
     test_rmsnorm_swiglu_add();
     test_matmul_held();
+    test_held_ops();
     test_rope();
     test_rope_table();
     test_attention();

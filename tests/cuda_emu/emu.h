@@ -71,6 +71,9 @@ float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 double __shfl_xor_sync(unsigned mask, double v, int lane_mask);
 
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+/* one rounding each, never contracted (the emulator builds with -ffp-contract=off) */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __int_as_float(int32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &body);
