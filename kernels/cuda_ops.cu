@@ -173,8 +173,11 @@ static void hold_op(int kind, float *x, const float *a, const float *g, int m, i
     cu_unlock();
 }
 
+static void scatter_flush(void);
+
 /* With the lock held. */
 void cuda_ops_flush(void) {
+    scatter_flush();
     const int kind = g_op.kind;
     g_op.kind = HELD_NONE;
     if (kind == HELD_NORM) launch_norm<NORM_PLAIN>(g_op.x, g_op.x, NULL, g_op.g, g_op.m, g_op.n, g_op.eps);
@@ -375,8 +378,12 @@ void cuda_add(float *x, const float *y, int m, int n) {
 
 /* Block i copies row i to dst[i] + delta bytes; dst[i] is device or
  * managed memory (backend.h). */
-__global__ void scatter_rows_k(float *const *dst, long long delta, const float *src, int row_floats) {
+__global__ void scatter_rows_k(float *const *dst, long long delta0, const float *src0, long long delta1,
+                               const float *src1, int row_floats) {
     CU_PDL_ENTRY();
+    /* blockIdx.y: the first or the second scatter of a pair (a layer's K and V) */
+    const long long delta = blockIdx.y ? delta1 : delta0;
+    const float *src = blockIdx.y ? src1 : src0;
     float *__restrict__ d = (float *)((char *)dst[blockIdx.x] + delta);
     const float *__restrict__ s = src + (size_t)blockIdx.x * row_floats;
     /* 8 loads in flight before the stores (the first GPU run stored each
@@ -410,8 +417,39 @@ static struct {
     float *const *dev;
 } g_scat = {NULL, 0, 0, ~0ul, NULL};
 
+/* A layer scatters its K rows and then its V rows to slots the same
+ * pointer array reaches (above): inside a region the first is held and
+ * the second joins it, one launch of two block rows (flushed alone by
+ * anything else, as cuda_matmul's held calls). */
+static struct {
+    int held;
+    float *const *dd;
+    long long delta;
+    const float *src;
+    int n, rf;
+} g_hs;
+
+static void launch_scatter(float *const *dd, long long d0, const float *s0, long long d1, const float *s1, int n,
+                           int rf, int pair) {
+    CU_LAUNCH(scatter_rows_k, dim3((unsigned)n, pair ? 2u : 1u), 128)(dd, d0, s0, d1, s1, rf);
+}
+
+/* With the lock held (cuda_ops_flush). */
+static void scatter_flush(void) {
+    if (!g_hs.held) return;
+    g_hs.held = 0;
+    launch_scatter(g_hs.dd, g_hs.delta, g_hs.src, 0, NULL, g_hs.n, g_hs.rf, 0);
+}
+
 void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats) {
     if (n <= 0 || row_floats <= 0) return;
+    cu_lock();   /* a held scatter this one may join, taken out before cu_begin would launch it */
+    const int taken = g_hs.held && g_hs.n == n && g_hs.rf == row_floats;
+    const float *const *t_dd = g_hs.dd;
+    const long long t_delta = g_hs.delta;
+    const float *t_src = g_hs.src;
+    if (taken) g_hs.held = 0;
+    cu_unlock();
     cu_begin();
     /* first: staging may reset the ring (the first staging of a call), and
      * nothing staged after the reuse decision may */
@@ -425,6 +463,8 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
             if ((long long)((const char *)dst[i] - (const char *)g_scat.base[i]) != delta) dd = NULL;
     }
     if (!dd) {
+        if (taken) launch_scatter((float *const *)t_dd, t_delta, t_src, 0, NULL, n, row_floats, 0);   /* before
+                                                                    staging anew can move the ring */
         if (n > g_scat.cap) {
             float **b = (float **)realloc(g_scat.base, (size_t)n * sizeof *b);
             if (!b) {
@@ -440,8 +480,25 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
         g_scat.dev = dd;
         g_scat.n = n;
         g_scat.epoch = cu_ring_epoch();
+    } else if (taken) {   /* the same pointer array: one launch for both */
+        if ((float *const *)t_dd == dd) launch_scatter(dd, t_delta, t_src, delta, ds, n, row_floats, 1);
+        else {
+            launch_scatter((float *const *)t_dd, t_delta, t_src, 0, NULL, n, row_floats, 0);
+            launch_scatter(dd, delta, ds, 0, NULL, n, row_floats, 0);
+        }
+        cu_end("scatter_rows");
+        return;
     }
-    CU_LAUNCH(scatter_rows_k, n, 128)(dd, delta, ds, row_floats);
+    if (cu_async_depth() && cu_on_device(src)) {   /* the V rows may follow */
+        g_hs.held = 1;
+        g_hs.dd = dd;
+        g_hs.delta = delta;
+        g_hs.src = ds;
+        g_hs.n = n;
+        g_hs.rf = row_floats;
+    } else {
+        launch_scatter(dd, delta, ds, 0, NULL, n, row_floats, 0);
+    }
     cu_end("scatter_rows");
 }
 

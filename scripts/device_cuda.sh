@@ -22,8 +22,9 @@
 #   6. HF transformers on the 0.6B shape, same weights and GPU (eager and
 #      static cache + torch.compile), greedy text compared and tok/s, when
 #      the deadline leaves room;
-#   7. compute-sanitizer memcheck on a short bench_engine run (models/tiny),
-#      and Nsight Compute's per-kernel time over one 0.6B decode step.
+#   7. compute-sanitizer memcheck and racecheck on short bench_engine runs
+#      (models/tiny), and Nsight Compute's per-kernel time over one 0.6B
+#      decode step.
 # Prints one table last. Artefacts in $OUT when it is set (the device tool
 # brings them back: summary.txt and logs.tar.gz), else in
 # results/device-cuda/<UTC time>/. Exit status: 0 when every check passed.
@@ -260,6 +261,13 @@ SLOG="$R/sanitizer.log"
 step "compute-sanitizer memcheck (bench_engine tiny)" 60 "$SLOG" "${RUN_ENV[@]}" "$CS" --tool memcheck --error-exitcode 3 \
   "$B/bench_engine" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
 grep -E "ERROR SUMMARY" "$SLOG" | tail -1 | sed 's/^/memcheck: /' | tee -a "$SUMMARY"
+RLOG="$R/racecheck.log"
+if [ "$(left)" -gt 90 ]; then   # shared-memory races (the norm's buffer, the matmul's transpose), CUDA graphs off
+  step "compute-sanitizer racecheck (bench_engine tiny)" 50 "$RLOG" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=0 "$CS" \
+    --tool racecheck --error-exitcode 3 "$B/bench_engine" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 16 \
+    --max-rows 9
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$RLOG" | tail -1 | sed 's/^/racecheck: /' | tee -a "$SUMMARY"
+fi
 # ---- HF transformers on the same weights and GPU ----------------------------------------
 HLOG="$R/hf.log"
 if [ "$(left)" -gt 60 ]; then

@@ -401,6 +401,35 @@ static void test_held_ops(void) {
     CHECKF(bad == 0, "norm + rope fused: %ld elements beyond the CPU's RoPE tolerance", bad);
     CHECKF(bits_differ(xc, xg, nx, &e) == 0 && bits_differ(xbc, xbg, nx, &e) == 0,
            "add + norm fused: differs from the CPU's add then norm");
+    /* scatters: a pair to slots one distance apart (one launch), a third
+     * held and then flushed by an add, a fourth to another pointer array */
+    {
+        const int rf = 70, ns = 3;
+        float *pool = kb_alloc(sizeof(float) * 16 * rf), *rows_d = kb_alloc(sizeof(float) * ns * rf);
+        float *rows_h = random_floats((size_t)ns * rf, 1.0f), *want = calloc((size_t)16 * rf, sizeof(float));
+        memcpy(rows_d, rows_h, sizeof(float) * ns * rf);
+        float *d0[3] = {pool + 0 * rf, pool + 5 * rf, pool + 2 * rf};
+        float *d1[3] = {pool + 8 * rf, pool + 13 * rf, pool + 10 * rf};   /* d0 + 8 rows */
+        float *d2[3] = {pool + 4 * rf, pool + 9 * rf, pool + 6 * rf};     /* d0 + 4 rows */
+        float *d3[3] = {pool + 15 * rf, pool + 1 * rf, pool + 3 * rf};    /* no common distance */
+        kb_async_begin();
+        kb_scatter_rows(d0, rows_d, ns, rf);
+        kb_scatter_rows(d1, rows_d, ns, rf);
+        kb_scatter_rows(d2, rows_d, ns, rf);
+        kb_add(rows_d, rows_d + rf, 1, rf);   /* flushes the held third first: it scattered the old rows */
+        kb_scatter_rows(d3, rows_d, ns, rf);
+        kb_async_end();
+        float **ds[4] = {d0, d1, d2, d3};
+        for (int t = 0; t < 4; t++)
+            for (int r = 0; r < ns; r++)
+                for (int j = 0; j < rf; j++) {
+                    float v = rows_h[(size_t)r * rf + j];
+                    if (t == 3 && r == 0) v = rows_h[j] + rows_h[rf + j];
+                    want[(ds[t][r] - pool) + j] = v;
+                }
+        CHECKF(bits_differ(pool, want, (size_t)16 * rf, &e) == 0, "held scatters: the slots differ");
+        kb_free(pool); kb_free(rows_d); free(rows_h); free(want);
+    }
     kb_free(qg); kb_free(xg); kb_free(xbg); kb_free(gq);
     for (int v = 0; v < 2; v++)
         for (int i = 0; i < 6; i++) kb_free(buf[v][i]);
@@ -408,7 +437,7 @@ static void test_held_ops(void) {
     free(qc); free(qn); free(xc); free(xbc);
     free(x0); free(y0); free(q0); free(k0); free(g0); free(gq0);
     printf("held ops: add + norm and head norm + RoPE fused inside a region = the calls alone (and the CPU's add "
-           "and norm bits)\n");
+           "and norm bits); K and V scatters paired, held and flushed\n");
 }
 
 /* ---- element-wise and row kernels ------------------------------------------------ */
