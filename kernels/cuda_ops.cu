@@ -49,8 +49,9 @@ __device__ __forceinline__ void rope_pair(float *pi, float *ph, float a, float b
  * strided element per step from lanes 0–7 (and a thread, before that):
  * 128 dependent round trips, 21.6 µs per 1,024-wide norm (Nsight Compute),
  * a third of a 0.6B decode step. The output pass reads each lane's 32
- * elements again (all loads before any store, so y may be x) and writes
- * them. The chain is n/8 double adds from shared memory (128 at 1,024). */
+ * elements and gains again (all loads before any store, so y may be x)
+ * and writes them. The chain is n/8 double adds from shared memory (128
+ * at 1,024). */
 #define NORM_WARPS 4
 #define NORM_GROUP 1024
 /* MODE: NORM_PLAIN; NORM_ADD: x += a first (the residual add fused: x is
@@ -112,22 +113,27 @@ rmsnorm_k(float *y, float *x, const float *a, const float *g, int m, int n, floa
     if constexpr (MODE == NORM_ROPE) {
         const int half = n / 2;
         const size_t t0 = (size_t)(r / n_heads) * half;
-        for (int i = lane; i < half; i += 32) {
+        for (int i = lane; i < half; i += 32) {   /* head_dim/64 pairs a lane (2 at 128) */
             const float u = g[i] * (xr[i] * inv), w = g[i + half] * (xr[i + half] * inv);
             rope_pair(yr + i, yr + i + half, u, w, cs[t0 + i], sn[t0 + i]);
         }
     } else {
+        /* every load of a group (x and the gain) before its first store:
+         * y may alias g as far as the compiler knows, so a gain read after
+         * a store waits for it — the second H200 run measured exactly that,
+         * 32 dependent round trips a 1,024-wide row, 17.8 µs */
         for (int g0 = 0; g0 < n; g0 += NORM_GROUP) {
-            float v[32];
+            float v[32], gv[32];
 #pragma unroll
             for (int c = 0; c < 32; c++) {
                 const int k = g0 + 32 * c + lane;
                 v[c] = k < n ? xr[k] : 0.0f;
+                gv[c] = k < n ? g[k] : 0.0f;
             }
 #pragma unroll
             for (int c = 0; c < 32; c++) {
                 const int k = g0 + 32 * c + lane;
-                if (k < n) yr[k] = g[k] * (v[c] * inv);
+                if (k < n) yr[k] = gv[c] * (v[c] * inv);
             }
         }
     }
