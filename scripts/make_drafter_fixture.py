@@ -42,6 +42,20 @@ the committed tests/golden/mtp-fixture first (the reference must reproduce
 it), and the golden records how far the step-mod-n chain is from chaining
 module 0 alone, so a test can tell the two rules apart.
 
+With --final-tap it writes only a DSpark drafter that taps the target's
+final layer, and two goldens for it, leaving every file above as it is:
+  tests/fixtures/dspark-tiny-final/  dspark-tiny's shape with
+      target_layer_ids [0, 1] of the 2-layer qwen3-tied: layer 1 is the
+      final one, which DeepSpec's evaluator refuses
+      (assert_no_final_target_layer: its target cache hooks the raw layer
+      output, its evaluation reads the final-normed state) and specbed
+      refuses unless --dspark-final-tap says which state was trained on;
+      trained --final-steps Adam steps on the raw state (DeepSpec's cache)
+  tests/golden/dspark-final-raw/, tests/golden/dspark-final-normed/  its
+      goldens (dspark-fixture's format) with the final layer tapped raw
+      (before the final norm) and normed (after it): the same weights, two
+      inputs, so a test can tell which state the C drafter fed.
+
 With --bundled-chain it writes only tests/golden/dspark-chain/: the same
 chained-drafting golden for the bundled models/tiny-dspark (validation
 contexts as make_drafter_goldens.py picks them), which that script's
@@ -51,6 +65,7 @@ Both DSpark paths first run check_chain_mask: the one masked pass in which
 train_dspark.py --chain-blocks trains chained blocks must equal dspark_chain.
 
 Usage: .venv/bin/python scripts/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
+       .venv/bin/python scripts/make_drafter_fixture.py --final-tap [--final-steps N] [--seed S]
        .venv/bin/python scripts/make_drafter_fixture.py --mtp2 [--mtp2-steps N] [--seed S]
 """
 import argparse
@@ -73,6 +88,7 @@ TARGET = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied")
 MTP_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp")
 MTP2_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp2")
 DS_DIR = os.path.join(ROOT, "tests", "fixtures", "dspark-tiny")
+DS_FINAL_DIR = os.path.join(ROOT, "tests", "fixtures", "dspark-tiny-final")
 GOLD = os.path.join(ROOT, "tests", "golden")
 MTP_DEPTH = 5
 MTP2_DEPTH = 6   # steps 0..5: modules 0 1 0 1 0 1 (depth beyond n chains on)
@@ -233,9 +249,9 @@ def dspark_module(d):
     return tm.DSpark(cfg)
 
 
-def train_dspark(ds, target, stack, data, steps, gen):
+def train_dspark(ds, target, stack, data, steps, gen, final="normed"):
     with torch.no_grad():
-        taps, _ = stack.taps(data, ds.target_layer_ids)
+        taps, _ = stack.taps(data, ds.target_layer_ids, final=final)
     params = [p for n, p in ds.named_parameters() if not n.startswith(("embed_tokens", "lm_head"))]
     opt = torch.optim.Adam(params, lr=3e-3)
     B, T = data.shape
@@ -338,13 +354,13 @@ def check_chain_mask(ds, stack, x, anchors):
         raise SystemExit("dspark: the masked chained pass disagrees with dspark_chain")
 
 
-def dspark_context_golden(ds, stack, name, x, last, tensors, doc):
+def dspark_context_golden(ds, stack, name, x, last, tensors, doc, final="normed"):
     """One context's DSpark golden (anchor = x's last token): the block's
     drafts, corrected logits and confidences, the depth-2γ chain, and for the
     last context also U_k and the chain's logits. Adds to tensors and doc."""
     g = ds.block_size
     a = x.shape[0] - 1
-    taps, _ = stack.taps(x.unsqueeze(0), ds.target_layer_ids)
+    taps, _ = stack.taps(x.unsqueeze(0), ds.target_layer_ids, final=final)
     ctx = ds.context(taps[:, :a])
     toks, base, cor, conf = ds.draft(ctx, torch.tensor([[a]]), x[a].view(1, 1))
     ctoks, ccor, cconf = dspark_chain(ds, ctx, a, int(x[a]), 2 * g)
@@ -396,6 +412,72 @@ def write_dspark(target, stack, ds, dcfg, ctxs):
     save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "golden.json"), "w") as f:
         json.dump(doc, f, indent=1)
+
+
+def main_final_tap(args):
+    """tests/fixtures/dspark-tiny-final and its raw and normed goldens (the
+    module docstring)."""
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed + 300)
+    target = Qwen3ForCausalLM.from_pretrained(TARGET, torch_dtype=torch.float32).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    L = target.config.num_hidden_layers
+    data = sequences(target, 128, 24, 168, gen)
+    held = sequences(target, 4, 16, 170, torch.Generator().manual_seed(args.seed + 100))
+    with open(os.path.join(TARGET, "config.json")) as f:
+        dcfg = dspark_config(json.load(f))
+    dcfg["target_layer_ids"] = list(range(L))   # [0, 1]: the final layer among them
+    ds = dspark_module(dcfg)
+    scaled_init(ds, gen)
+    with torch.no_grad():
+        ds.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+        ds.lm_head.weight.copy_(target.lm_head.weight)
+        torch.nn.init.zeros_(ds.markov_head.markov_w2.weight)
+    stack = tm.Stack(target)
+    ds = train_dspark(ds, target, stack, data, args.final_steps, gen, final="raw")
+    if os.path.isdir(DS_FINAL_DIR):
+        shutil.rmtree(DS_FINAL_DIR)
+    os.makedirs(DS_FINAL_DIR)
+    with open(os.path.join(DS_FINAL_DIR, "config.json"), "w") as f:
+        json.dump(dcfg, f, indent=2)
+    sd = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in ds.hf_state_dict().items()
+          if not k.startswith(("embed_tokens.", "lm_head."))}
+    save_file(sd, os.path.join(DS_FINAL_DIR, "model.safetensors"), metadata={"format": "pt"})
+    with torch.no_grad():
+        for k, v in ds.named_parameters():
+            if k in sd:
+                v.copy_(sd[k].float())
+    ctxs = [("c0", held[3, :20]), ("c2", held[2, :140])]
+    drafts = {}
+    for final in ("raw", "normed"):
+        out = os.path.join(GOLD, "dspark-final-" + final)
+        os.makedirs(out, exist_ok=True)
+        tensors, doc = {}, {"contexts": []}
+        with torch.no_grad():
+            for ci, (name, x) in enumerate(ctxs):
+                dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc, final=final)
+        drafts[final] = [c["chain_tokens"] for c in doc["contexts"]]
+        doc.update({"model": "tests/fixtures/dspark-tiny-final with target tests/fixtures/qwen3-tied",
+                    "block_size": ds.block_size, "target_layer_ids": ds.target_layer_ids,
+                    "mask_token_id": ds.mask_token_id, "final_tap": final,
+                    "final_tap_means": "layer %d (the final one) tapped %s" % (
+                        L - 1, "as its raw decoder-layer output, before the final norm (DeepSpec's target cache; "
+                               "specbed --dspark-final-tap raw)" if final == "raw" else
+                               "after the final norm (HF output_hidden_states[%d]; specbed --dspark-final-tap "
+                               "normed)" % L),
+                    "tensors": "as tests/golden/dspark-fixture/golden.json",
+                    "command": "scripts/make_drafter_fixture.py --final-tap",
+                    "precision": "f32 arithmetic from bf16 weights"})
+        save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(out, "golden.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        size = os.path.getsize(os.path.join(out, "golden.safetensors"))
+        print("%s: %d bytes, chained drafts %s" % (os.path.relpath(out, ROOT), size, drafts[final]))
+        if size > 1 << 20:
+            raise SystemExit("%s is over 1 MB" % out)
+    if drafts["raw"] == drafts["normed"]:
+        raise SystemExit("dspark-final: raw and normed taps give the same drafts; the goldens cannot tell them apart")
 
 
 def bundled_chain_golden():
@@ -624,7 +706,14 @@ def main():
     ap.add_argument("--mtp2", action="store_true",
                     help="only write tests/fixtures/qwen3-tied-mtp2 and tests/golden/mtp2-fixture")
     ap.add_argument("--mtp2-steps", type=int, default=60, help="Adam steps for the second MTP module")
+    ap.add_argument("--final-tap", action="store_true",
+                    help="only write tests/fixtures/dspark-tiny-final and tests/golden/dspark-final-{raw,normed}")
+    ap.add_argument("--final-steps", type=int, default=200, help="Adam steps for the final-tap DSpark fixture")
     args = ap.parse_args()
+    if args.final_tap:
+        torch.set_num_threads(2)
+        main_final_tap(args)
+        return
     if args.mtp2:
         torch.set_num_threads(2)
         main_mtp2(args)

@@ -47,7 +47,8 @@ fi
 [ -n "$DRAFT_MODEL" ] && ARGS+=(--drafter-args "draft=--draft-model $DRAFT_MODEL")
 if grep -Eq '"num_nextn_predict_layers"[[:space:]]*:[[:space:]]*[1-9]' "$MODEL/config.json"; then avail+=(mtp); fi
 if [ -f "$ROOT/models/tiny-dspark/config.json" ]; then
-  avail+=(dspark); ARGS+=(--drafter-args "dspark=--draft-model $ROOT/models/tiny-dspark")
+  # its tap of the target's final layer was trained after the final norm (models/README.md)
+  avail+=(dspark); ARGS+=(--drafter-args "dspark=--draft-model $ROOT/models/tiny-dspark --dspark-final-tap normed")
   BLOCK=(--drafter-config "$ROOT/models/tiny-dspark/config.json")   # the block size it would impose
   ARGS+=("${BLOCK[@]}")
 fi

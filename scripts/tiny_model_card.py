@@ -404,6 +404,11 @@ def main():
               "decoder layer L + 1, inside their layer loop, which has no entry after the final layer; a drafter "
               "that taps the final layer (this one) runs in specbed and in HF-based tools (DeepSpec's training "
               "indexes HF's hidden_states), not in those servers as they stand.")
+            w("DeepSpec's own evaluator refuses it too (assert_no_final_target_layer, "
+              "deepspec/eval/base_evaluator.py: its target cache hooks the raw decoder-layer output, its "
+              "evaluation reads output_hidden_states, whose final-layer entry is the final-normed state), and so "
+              "does specbed unless told which state it was trained on: serve, generate, profile and bench_spec "
+              "load it with `--dspark-final-tap normed`.")
         res = last_match("dspark", r"steps \(from [1-9]")
         if res:
             w("The run was resumed from a checkpoint (`%s`) before any LR decay; by the same WSD argument as for "

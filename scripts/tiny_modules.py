@@ -340,11 +340,18 @@ class Stack(nn.Module):
             vs.append(v)
         return self.hf.lm_head(self.hf.model.norm(x)), ks, vs
 
-    def taps(self, ids, layer_ids):
+    final_tap = "normed"
+
+    def taps(self, ids, layer_ids, final=None):
         """ids [B, T] -> (concat of the outputs of decoder layers layer_ids
         [B, T, n*hidden], final-normed hidden [B, T, hidden]). Layer L is
         HF's hidden_states[L + 1] (DeepSpec's and DFlash's indexing), so the
-        final layer's tap is the final-normed hidden state, as HF returns it."""
+        final layer's tap is by default the final-normed hidden state, as HF
+        returns it; final="raw" (or self.final_tap) gives the final decoder
+        layer's own output, as DeepSpec's target cache hooks it."""
+        final = final or self.final_tap
+        if final not in ("raw", "normed"):
+            raise ValueError("final tap must be raw or normed, not %r" % (final,))
         B, T = ids.shape
         x = self.hf.model.embed_tokens(ids)
         cos, sin = self.rot(torch.arange(T).unsqueeze(0).expand(B, T))
@@ -353,7 +360,7 @@ class Stack(nn.Module):
         for i, l in enumerate(self.layers):
             x, _, _ = l(x, cos, sin, causal=True)
             if i in layer_ids:
-                outs.append(self.hf.model.norm(x) if i == last else x)
+                outs.append(self.hf.model.norm(x) if i == last and final == "normed" else x)
         return torch.cat(outs, -1), self.hf.model.norm(x)
 
     def step(self, ids, pos, k_pre, v_pre, mask):

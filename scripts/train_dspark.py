@@ -175,6 +175,9 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--block-size", type=int, default=5)
     ap.add_argument("--target-layer-ids", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--final-tap", choices=("raw", "normed"), default=None,
+                    help="train on a tap of the target's final layer: its raw output or the final-normed state "
+                         "(refused without it, as DeepSpec's evaluator refuses it)")
     ap.add_argument("--rank", type=int, default=64)
     ap.add_argument("--decay", type=float, default=4.0, help="loss_decay_gamma")
     ap.add_argument("--ce-alpha", type=float, default=0.1)
@@ -205,8 +208,17 @@ def main():
     nt = target.config.num_hidden_layers
     if max(args.target_layer_ids) >= nt or args.target_layer_ids != sorted(set(args.target_layer_ids)):
         tc.die("target_layer_ids must be increasing decoder layers 0..%d" % (nt - 1))
-    # The final layer's tap is the final-normed state (tm.Stack.taps, HF's
-    # hidden_states[L + 1] as DeepSpec indexes it); the engine taps it the same way.
+    # A tap of the final layer means two states in DeepSpec (its evaluator's
+    # assert_no_final_target_layer): its target cache hooks the raw decoder-layer
+    # output, its evaluation reads HF's hidden_states[L + 1], the final-normed
+    # state. So it is refused unless --final-tap says which one to train on
+    # (specbed then needs the same --dspark-final-tap to serve it).
+    if nt - 1 in args.target_layer_ids and not args.final_tap:
+        tc.die("target_layer_ids includes the final layer %d, which DeepSpec's evaluator refuses "
+               "(assert_no_final_target_layer); pass --final-tap raw|normed to train on it anyway" % (nt - 1))
+    if args.final_tap and nt - 1 not in args.target_layer_ids:
+        tc.die("--final-tap: target_layer_ids %s has no final layer %d" % (args.target_layer_ids, nt - 1))
+    stack.final_tap = args.final_tap or "normed"
     mask_id = tc.special_ids(tc.load_tokenizer(os.path.join(args.target, "tokenizer.json")))["<|mask|>"]
     cfg = dspark_config(target.config, args, mask_id)
     model = tm.DSpark(cfg)

@@ -38,6 +38,7 @@ typedef struct {
     float *probs;                 /* [NV] a sampled draft's distribution over the draft ids */
     int *seq, *pos, *nctx, *req_of_row, *done, *lrows, *all_layers;
     float *trace_cor, *trace_base;
+    dspark_final_tap final_tap;   /* the state fed for a final-layer tap (none: REFUSE) */
 } ds_state;
 
 static void ds_release(drafter *d, int slot) {
@@ -301,6 +302,32 @@ void drafter_dspark_set_trace(drafter *d, float *corrected, float *base) {
     s->trace_base = base;
 }
 
+int dspark_final_tap_parse(const char *v, dspark_final_tap *out) {
+    if (v && !strcmp(v, "raw")) *out = DSPARK_FINAL_TAP_RAW;
+    else if (v && !strcmp(v, "normed")) *out = DSPARK_FINAL_TAP_NORMED;
+    else return -1;
+    return 0;
+}
+
+/* A tap of the target's final layer is refused unless the option says
+ * which state the checkpoint was trained on (drafter_dspark.h); the option
+ * given for a checkpoint without one would be ignored, so it is an error. */
+static int final_tap_check(const dspark_ckpt *c, const dspark_opts *o, int n_layers, char *err, size_t el) {
+    int final = 0;
+    for (int i = 0; i < c->n_taps; i++) final |= c->target_layer_ids[i] == n_layers - 1;
+    if (final && o->final_tap == DSPARK_FINAL_TAP_REFUSE)
+        return errf(err, el, "%s/config.json: target_layer_ids includes %d, the target's final decoder layer, which "
+                    "DeepSpec's evaluator refuses (assert_no_final_target_layer: its target cache stores the raw "
+                    "decoder-layer output there, while output_hidden_states holds the final-normed state), so the "
+                    "checkpoint does not say which state it was trained on; pass --dspark-final-tap raw (the final "
+                    "layer's output before the final norm) or --dspark-final-tap normed (after it), or retrain on "
+                    "earlier layers", o->model_dir, n_layers - 1);
+    if (!final && o->final_tap != DSPARK_FINAL_TAP_REFUSE)
+        return errf(err, el, "--dspark-final-tap: %s/config.json's target_layer_ids do not include the target's "
+                    "final decoder layer %d, so the option would be ignored", o->model_dir, n_layers - 1);
+    return 0;
+}
+
 static void startup_message(const ds_state *s, const dspark_opts *o) {
     const int G = s->G;
     fprintf(stderr, "dspark: %s: block_size %d (checkpoint) | serving depth %s", o->model_dir, G,
@@ -315,6 +342,9 @@ static void startup_message(const ds_state *s, const dspark_opts *o) {
     }
     fprintf(stderr, "dspark: taps of target layers");
     for (int i = 0; i < s->ck.n_taps; i++) fprintf(stderr, " %d", s->ck.target_layer_ids[i]);
+    if (s->final_tap != DSPARK_FINAL_TAP_REFUSE)
+        fprintf(stderr, " (the final layer's %s, --dspark-final-tap; DeepSpec's evaluator refuses such a checkpoint)",
+                s->final_tap == DSPARK_FINAL_TAP_RAW ? "raw output, before the final norm" : "state after the final norm");
     fprintf(stderr, ", %d draft layers, markov rank %d, confidence head %s%s%s\n", s->ck.cfg.n_layers, s->R,
             s->ck.has_conf ? "yes" : "no",
             s->ck.own_embed ? "" : s->ck.shared_embed ? ", target's embedding (the checkpoint's copy is identical)"
@@ -342,11 +372,15 @@ int drafter_dspark_create(drafter **out, const dspark_opts *o, const model *t, c
     d->impl = s;
     if (dspark_ckpt_load(&s->ck, o->model_dir, t, err, errlen)) { free(s); d->impl = NULL; free(d); return -1; }
     const dspark_ckpt *c = &s->ck;
+    if (final_tap_check(c, o, t->cfg.n_layers, err, errlen)) goto fail;
     d->vocab_size = c->cfg.vocab_size;
     d->n_taps = c->n_taps;
-    /* the final layer's entry in HF's hidden_states is already final-normed */
+    /* layer L's tap is its output (HF's hidden_states[L + 1]); the final
+     * layer's is the state the option names (final_tap_check) */
     for (int i = 0; i < c->n_taps; i++)
-        d->tap_layers[i] = c->target_layer_ids[i] == t->cfg.n_layers - 1 ? FWD_TAP_FINAL_NORM : c->target_layer_ids[i];
+        d->tap_layers[i] = c->target_layer_ids[i] == t->cfg.n_layers - 1 && o->final_tap == DSPARK_FINAL_TAP_NORMED
+                               ? FWD_TAP_FINAL_NORM : c->target_layer_ids[i];
+    s->final_tap = o->final_tap;
     s->V = c->cfg.vocab_size;
     s->H = c->cfg.hidden_size;
     s->TH = c->n_taps * s->H;

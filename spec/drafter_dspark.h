@@ -4,8 +4,8 @@
  *
  * Context. ctx_j = hidden_norm(fc([tap_{L1}(j); tap_{L2}(j); ...])) for every
  * committed position j whose target taps are known (layer id L = the output
- * of target decoder layer L, in target_layer_ids order; for the final layer,
- * HF's hidden_states entry, the state after the final norm). Each draft layer
+ * of target decoder layer L, in target_layer_ids order; the final layer's
+ * only with dspark_opts.final_tap saying which state, see below). Each draft layer
  * keeps, in this drafter's paged KV cache, k = rope(k_norm(k_proj(ctx_j)))
  * and v = v_proj(ctx_j) at position j — ctx is NOT passed through the
  * layer's input_layernorm. This context cache only ever grows with
@@ -55,8 +55,28 @@
 #include "model.h"
 #include "tokenizer.h"
 
+/* Which target state a checkpoint's tap of the target's FINAL decoder layer
+ * was trained on. DeepSpec's evaluator refuses such a checkpoint
+ * (assert_no_final_target_layer, deepspec/eval/base_evaluator.py): its
+ * target cache hooks the raw decoder-layer output, while its evaluation reads
+ * HF's output_hidden_states, whose entry for the final layer is the state
+ * after the final norm; so the checkpoint alone does not say which state it
+ * saw. specbed refuses it too unless told (--dspark-final-tap). Taps of
+ * earlier layers are the raw layer outputs in both, and need no option. */
+typedef enum {
+    DSPARK_FINAL_TAP_REFUSE = 0,   /* not given: a final-layer tap is refused */
+    DSPARK_FINAL_TAP_RAW,          /* the final decoder layer's output, before the final norm */
+    DSPARK_FINAL_TAP_NORMED        /* after the final norm (what the lm_head reads) */
+} dspark_final_tap;
+
+#define DSPARK_FINAL_TAP_NAMES "raw|normed"
+
+/* "raw" / "normed" → *out; -1 for anything else. */
+int dspark_final_tap_parse(const char *s, dspark_final_tap *out);
+
 typedef struct {
     const char *model_dir;   /* the DSpark checkpoint directory (--draft-model) */
+    dspark_final_tap final_tap;   /* --dspark-final-tap; an error when given for a checkpoint without one */
     int max_seqs;            /* sequence slots (default 16) */
     int max_seq_len;         /* context per slot (default min(target max_position_embeddings, 2048)) */
     int depth;               /* serving depth, for the startup message only (0 = not known yet) */

@@ -18,7 +18,7 @@
 typedef struct {
     char name[16];
     char draft_model[4096];
-    int max_seqs, max_seq_len, depth;
+    int max_seqs, max_seq_len, depth, dspark_final_tap;
 } tp_desc;
 
 static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_seq_len, char *err, size_t errlen) {
@@ -41,7 +41,7 @@ static int create(drafter **out, const drafter_opts *o, gen_engine *t, int max_s
     }
     if (!strcmp(n, "dspark")) {
         dspark_opts so = {.model_dir = o->draft_model, .max_seqs = o->max_seqs, .max_seq_len = max_seq_len,
-                          .depth = o->depth, .quiet = o->quiet};
+                          .depth = o->depth, .quiet = o->quiet, .final_tap = (dspark_final_tap)o->dspark_final_tap};
         return drafter_dspark_create(out, &so, t->m, t->tok, t->fwd, err, errlen);
     }
     return errf(err, errlen, "unknown drafter '%s' (expected %s)", n, DRAFTER_NAMES);
@@ -52,7 +52,8 @@ int drafter_create(drafter **out, const drafter_opts *o, gen_engine *t, char *er
     drafter *d = *out;
     if (!d || !d->stack || fwd_tp_size(t->fwd) == 1) return 0;
     /* the other ranks make theirs now (drafter_tp_host) */
-    tp_desc desc = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len, .depth = o->depth};
+    tp_desc desc = {.max_seqs = o->max_seqs, .max_seq_len = t->opts.max_seq_len, .depth = o->depth,
+                    .dspark_final_tap = o->dspark_final_tap};
     snprintf(desc.name, sizeof desc.name, "%s", o->name);
     if (o->draft_model && strlen(o->draft_model) >= sizeof desc.draft_model) {
         drafter_free(d);
@@ -75,7 +76,8 @@ static int host_open(void *ctx, const void *bytes, size_t n, draft_stack **stack
     memcpy(&desc, bytes, n);
     desc.name[sizeof desc.name - 1] = desc.draft_model[sizeof desc.draft_model - 1] = 0;
     drafter_opts o = {.name = desc.name, .draft_model = desc.draft_model[0] ? desc.draft_model : NULL,
-                      .max_seqs = desc.max_seqs, .depth = desc.depth, .quiet = 1};
+                      .max_seqs = desc.max_seqs, .depth = desc.depth, .quiet = 1,
+                      .dspark_final_tap = desc.dspark_final_tap};
     drafter *d;
     if (create(&d, &o, ctx, desc.max_seq_len, err, errlen)) return -1;
     if (!d || !d->stack) {
@@ -105,6 +107,17 @@ int drafter_opt_ngram_factor(const char *cmd, const char *opt, const char *val, 
     double f;
     if (opt_double(cmd, opt, val, 0, 1e6, &f)) return -1;
     o->ngram_spec_factor = f > 0 ? f : -1;   /* the option's 0 is no cap; the field's is the default */
+    return 0;
+}
+
+int drafter_opt_dspark_final_tap(const char *cmd, const char *opt, const char *val, drafter_opts *o) {
+    dspark_final_tap ft;
+    if (dspark_final_tap_parse(val, &ft)) {
+        fprintf(stderr, "%s: %s must be %s (which state the checkpoint's final-layer tap was trained on), not '%s'\n",
+                cmd, opt, DSPARK_FINAL_TAP_NAMES, val ? val : "");
+        return -1;
+    }
+    o->dspark_final_tap = (int)ft;
     return 0;
 }
 

@@ -15,6 +15,7 @@ typedef struct {
     int depth;                 /* serving depth, for startup messages only (dspark prints it beside
                                   its block_size); 0 = not known */
     int quiet;                 /* no startup messages */
+    int dspark_final_tap;      /* --dspark-final-tap: a dspark_final_tap (drafter_dspark.h); 0 = not given */
 } drafter_opts;
 
 #define DRAFTER_NAMES "none|ngram|draft|mtp|dspark"
@@ -39,6 +40,11 @@ void drafter_tp_host(gen_engine *e);
 /* --ngram-spec-factor F for every command (args.h conventions): F in
  * [0, 1e6], 0 meaning no cap; stores it in o->ngram_spec_factor. */
 int drafter_opt_ngram_factor(const char *cmd, const char *opt, const char *val, drafter_opts *o);
+
+/* --dspark-final-tap raw|normed for every command (args.h conventions):
+ * which target state a DSpark checkpoint's final-layer tap was trained on
+ * (drafter_dspark.h); stores it in o->dspark_final_tap. */
+int drafter_opt_dspark_final_tap(const char *cmd, const char *opt, const char *val, drafter_opts *o);
 
 /* Prints a run's speculative statistics (the llama.cpp/vLLM set) to f. */
 void drafter_print_stats(FILE *f, const drafter *d, const spec_counters *c, int depth);

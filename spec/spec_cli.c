@@ -68,6 +68,9 @@ int spec_cli_check(const spec_cli *c, char *err, size_t errlen) {
     if (d.has[D_DSPARK] && !(own_dspark ? c->dspark_model > 0 : c->draft_model))
         return errf(err, errlen, "the dspark drafter needs %s DIR (the DSpark checkpoint)",
                     own_dspark ? "--dspark-model" : "--draft-model");
+    if (c->dspark_final_tap && !d.has[D_DSPARK])
+        return errf(err, errlen, "--dspark-final-tap is read only by the dspark drafter; with drafter '%.64s' it "
+                    "would be ignored", c->drafters ? c->drafters : "none");
     if (c->ngram && !d.has[D_NGRAM])
         return errf(err, errlen, "the --ngram-* options are read only by the ngram drafter; with drafter '%.64s' "
                     "they would be ignored", c->drafters ? c->drafters : "none");

@@ -17,6 +17,7 @@ typedef struct {
     int dspark_model;        /* -1: the command has no --dspark-model (its --draft-model is also
                                 dspark's checkpoint); 0/1: bench_spec's --dspark-model not given/given */
     int ngram;               /* any --ngram-* option */
+    int dspark_final_tap;    /* --dspark-final-tap */
     int p_min, alpha, cost_table;   /* --p-min, --adaptive-alpha, --cost-table */
 } spec_cli;
 

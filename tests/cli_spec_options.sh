@@ -10,6 +10,7 @@ BIN=$1 ROOT=$2 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 BENCH="$(dirname "$BIN")/bench_spec"
 FIX="$ROOT/tests/fixtures/qwen3-tied"
+DSF="$ROOT/tests/fixtures/dspark-tiny-final"   # taps the fixture target's final layer
 fail=0
 [ -x "$BENCH" ] || { echo "FAIL: $BENCH is not built (cmake --build ... --target bench_spec)"; exit 1; }
 
@@ -50,12 +51,18 @@ for cmd in G S; do
   expect 2 "ngram-\* options are read only by the ngram drafter" -- "${C[@]}" --drafter draft --draft-model "$FIX" \
     --ngram-max 2
   expect 2 "unknown drafter 'nope'" -- "${C[@]}" --drafter nope
+  expect 2 "\-\-dspark-final-tap is read only by the dspark drafter; with drafter 'ngram'" -- "${C[@]}" \
+    --drafter ngram --dspark-final-tap raw
+  expect 2 "\-\-dspark-final-tap must be raw|normed" -- "${C[@]}" --drafter dspark --draft-model "$DSF" \
+    --dspark-final-tap both
   unset -n C
 done
 expect 2 "\-\-draft-model is read only by the draft drafter and dspark; with drafter 'ngram'" -- \
   "${P[@]}" --drafter ngram --draft-model "$FIX"
 expect 2 "\-\-draft-model is read only" -- "${P[@]}" --draft-model "$FIX"
 expect 2 "the draft drafter needs \-\-draft-model" -- "${P[@]}" --drafter draft
+expect 2 "\-\-dspark-final-tap is read only by the dspark drafter" -- "${P[@]}" --drafter draft --draft-model "$FIX" \
+  --dspark-final-tap normed
 # bench_spec: lists of drafters and schedules; --dspark-model is dspark's checkpoint
 expect 2 "\-\-draft-model is read only by the draft drafter (dspark's checkpoint is \-\-dspark-model)" -- \
   "${B[@]}" --drafters ngram,mtp --draft-model "$FIX"
@@ -66,12 +73,20 @@ expect 2 "\-\-cost-table is read only" -- "${B[@]}" --drafters ngram --schedules
   --cost-table "$TMP/none.json"
 expect 2 "\-\-depths needs a drafter" -- "${B[@]}" --drafters none --depths 1-2
 expect 2 "unknown verify schedule 'bogus'" -- "${B[@]}" --drafters ngram --schedules fixed,bogus
+expect 2 "\-\-dspark-final-tap is read only by the dspark drafter" -- "${B[@]}" --drafters ngram,mtp \
+  --dspark-final-tap raw
+# a final-layer tap: refused without --dspark-final-tap (DeepSpec's reason), drafted with it
+expect 1 "assert_no_final_target_layer" -- "${G[@]}" --drafter dspark --draft-model "$DSF" --depth 3
+expect 1 "would be ignored" -- "${G[@]}" --drafter dspark --draft-model "$ROOT/tests/fixtures/dspark-tiny" \
+  --dspark-final-tap raw --depth 3
 
 # what is read still runs
 cd "$ROOT"
 expect 0 "accept length" -- "${G[@]}" --drafter ngram --depth 2 --verify-schedule threshold --p-min 0.3 --ngram-max 2
 expect 0 "" -- "${P[@]}" --drafter draft --draft-model "$FIX"
 expect 0 "" -- "${B[@]}" --drafters ngram,none --depths 1 --schedules fixed,threshold
+expect 0 "accept length" -- "${G[@]}" --drafter dspark --draft-model "$DSF" --dspark-final-tap raw --depth 3
+expect 0 "" -- "${B[@]}" --drafters dspark --dspark-model "$DSF" --dspark-final-tap normed --depths 2
 
 [ $fail = 0 ] && echo "cli_spec_options: ok"
 exit $fail

@@ -25,7 +25,10 @@
  *     (2) and (3) run in full on the fixture (no argument). `bundled`: the
  *     bundled goldens and depths 1..2γ on one batch of the 8 workload
  *     prompts; `full` (label slow): the full sweep and sampling there.
- * (4) Bad checkpoints are refused with a message naming the problem. */
+ * (4) Bad checkpoints are refused with a message naming the problem; a
+ *     tap of the target's final layer is refused, naming DeepSpec's reason,
+ *     unless --dspark-final-tap says raw or normed, and then that state is
+ *     fed (final_tap: the fixture's raw and normed goldens). */
 #include <stdio.h>
 #include <sys/stat.h>
 #include "drafter_dspark.h"
@@ -34,6 +37,11 @@
 #include "drafter_test.h"
 
 enum { MAXK = 16 };
+
+/* models/tiny-dspark taps layers 1 2 3 of the 4-layer target, 3 the final
+ * one, trained on the state after the final norm (scripts/train_tiny.sh
+ * --final-tap normed): loaded with --dspark-final-tap normed. */
+#define BUNDLED_FINAL_TAP DSPARK_FINAL_TAP_NORMED
 
 static void prop(spec_proposal *p, int slot, const int *tok, int n, int max_k, float *q, rng_state *rng,
                  const sampler_params *sp) {
@@ -56,12 +64,13 @@ static void cmp(const char *what, const char *label, const char *name, int k, co
     CHECKF(dd <= rel * (sc > 1 ? sc : 1), "%s %s: %s %d differs by %g (scale %g)", label, name, what, k, dd, sc);
 }
 
-static void golden_check(gen_engine *e, const char *ddir, const char *gdir, const char *label) {
+static void golden_check(gen_engine *e, const char *ddir, const char *gdir, const char *label, int final_tap) {
     char err[1024];
     dt_golden g;
     if (dt_golden_open(&g, gdir)) return;
     const int H = e->m->cfg.hidden_size, V = e->m->cfg.vocab_size;
-    drafter_opts o = {.name = "dspark", .draft_model = tu_path(ddir), .max_seqs = 4, .depth = 8};
+    drafter_opts o = {.name = "dspark", .draft_model = tu_path(ddir), .max_seqs = 4, .depth = 8,
+                      .dspark_final_tap = final_tap};
     drafter *d = NULL;
     if (drafter_create(&d, &o, e, err, sizeof err)) { CHECKF(0, "%s: %s", label, err); dt_golden_close(&g); return; }
     const int G = drafter_dspark_block_size(d), T = d->n_taps;
@@ -207,7 +216,8 @@ static void lossless_and_sampling(gen_engine *e, const char *ddir, int bundled, 
     int *pr[DT_NP] = {0}, lens[DT_NP] = {0}, np = dt_prompts(e, bundled, pr, lens);
     const int *pp[DT_NP];
     for (int i = 0; i < np; i++) pp[i] = pr[i];
-    drafter_opts o = {.name = "dspark", .draft_model = tu_path(ddir), .max_seqs = 8, .quiet = 1};
+    drafter_opts o = {.name = "dspark", .draft_model = tu_path(ddir), .max_seqs = 8, .quiet = 1,
+                      .dspark_final_tap = bundled ? BUNDLED_FINAL_TAP : 0};
     drafter *d = NULL;
     int G = 0;
     if (!drafter_create(&d, &o, e, err, sizeof err)) G = drafter_dspark_block_size(d);
@@ -284,6 +294,70 @@ static void shared_copies(const model *t) {
     st_close(d);
 }
 
+/* A checkpoint tapping the target's final layer (make_drafter_fixture.py
+ * --final-tap: target_layer_ids [0, 1] of the 2-layer fixture target) is
+ * refused, naming DeepSpec's reason, unless --dspark-final-tap says which
+ * state it was trained on; then the drafter feeds that state: the C target's
+ * taps, drafts, logits and confidences match the golden made with the final
+ * layer tapped raw (before the final norm) and the one made with it normed.
+ * The two goldens' final-layer taps differ (checked), so a drafter feeding
+ * the other state fails the taps comparison of golden_check. The option on a
+ * checkpoint without a final-layer tap would be ignored: refused. */
+static void final_tap(gen_engine *e) {
+    const char *fin = "tests/fixtures/dspark-tiny-final";
+    char err[1024] = "";
+    drafter *d = NULL;
+    drafter_opts o = {.name = "dspark", .draft_model = tu_path(fin), .quiet = 1};
+    int rc = drafter_create(&d, &o, e, err, sizeof err);
+    CHECKF(rc != 0 && !d && strstr(err, "final decoder layer") && strstr(err, "assert_no_final_target_layer") &&
+               strstr(err, "--dspark-final-tap raw") && strstr(err, "--dspark-final-tap normed"),
+           "a final-layer tap without --dspark-final-tap: %s", rc ? err : "accepted");
+    if (rc) printf("refused without --dspark-final-tap: %s\n", err);
+    drafter_free(d);
+    d = NULL;
+    drafter_opts ox = {.name = "dspark", .draft_model = tu_path("tests/fixtures/dspark-tiny"), .quiet = 1,
+                       .dspark_final_tap = DSPARK_FINAL_TAP_RAW};
+    rc = drafter_create(&d, &ox, e, err, sizeof err);
+    CHECKF(rc != 0 && !d && strstr(err, "--dspark-final-tap") && strstr(err, "ignored"),
+           "--dspark-final-tap on a checkpoint without a final-layer tap: %s", rc ? err : "accepted");
+    drafter_free(d);
+
+    const int L = e->m->cfg.n_layers;
+    const int want[2] = {L - 1, FWD_TAP_FINAL_NORM};
+    for (int i = 0; i < 2; i++) {
+        drafter_opts oi = {.name = "dspark", .draft_model = tu_path(fin), .quiet = 1,
+                           .dspark_final_tap = i ? DSPARK_FINAL_TAP_NORMED : DSPARK_FINAL_TAP_RAW};
+        d = NULL;
+        if (drafter_create(&d, &oi, e, err, sizeof err)) { CHECKF(0, "%s", err); continue; }
+        CHECKF(d->n_taps == 2 && d->tap_layers[0] == 0 && d->tap_layers[1] == want[i],
+               "final tap %s: taps %d (%d, %d)", i ? "normed" : "raw", d->n_taps, d->tap_layers[0], d->tap_layers[1]);
+        drafter_free(d);
+    }
+    golden_check(e, fin, "tests/golden/dspark-final-raw", "final tap raw", DSPARK_FINAL_TAP_RAW);
+    golden_check(e, fin, "tests/golden/dspark-final-normed", "final tap normed", DSPARK_FINAL_TAP_NORMED);
+
+    /* the goldens' final-layer taps differ: raw and normed are told apart */
+    dt_golden gr, gn;
+    if (dt_golden_open(&gr, "tests/golden/dspark-final-raw")) return;
+    if (dt_golden_open(&gn, "tests/golden/dspark-final-normed")) { dt_golden_close(&gr); return; }
+    const int H = e->m->cfg.hidden_size, n1 = 20, a = n1 - 1;
+    const float *tr = dt_get(&gr, "c0", "taps", (long)a * 2 * H, NULL), *tn = dt_get(&gn, "c0", "taps", (long)a * 2 * H, NULL);
+    if (tr && tn) {
+        double sc, d0 = 0, d1 = 0;
+        for (int j = 0; j < a; j++) {
+            double x0 = dt_max_diff(tr + (size_t)j * 2 * H, tn + (size_t)j * 2 * H, H, &sc);
+            double x1 = dt_max_diff(tr + (size_t)j * 2 * H + H, tn + (size_t)j * 2 * H + H, H, &sc);
+            if (x0 > d0) d0 = x0;
+            if (x1 > d1) d1 = x1;
+        }
+        CHECKF(d0 == 0 && d1 > 0.1, "raw vs normed goldens: layer 0 taps differ by %g (want 0), the final layer's by "
+               "%g (want > 0.1)", d0, d1);
+        printf("final tap: raw and normed goldens' final-layer taps differ by up to %.3g\n", d1);
+    }
+    dt_golden_close(&gr);
+    dt_golden_close(&gn);
+}
+
 static int bundled_part(int full) {
     char err[1024];
     gen_engine *e;
@@ -293,8 +367,9 @@ static int bundled_part(int full) {
     gen_engine_opts bo = {.model_dir = tu_path("models/tiny"), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
     if (gen_engine_create(&e, &bo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_dspark"); }
     if (!full) {
-        golden_check(e, "models/tiny-dspark", "tests/golden/dspark", "models/tiny-dspark");
-        golden_check(e, "models/tiny-dspark", "tests/golden/dspark-chain", "models/tiny-dspark chained");
+        golden_check(e, "models/tiny-dspark", "tests/golden/dspark", "models/tiny-dspark", BUNDLED_FINAL_TAP);
+        golden_check(e, "models/tiny-dspark", "tests/golden/dspark-chain", "models/tiny-dspark chained",
+                     BUNDLED_FINAL_TAP);
         shared_copies(e->m);
     }
     lossless_and_sampling(e, "models/tiny-dspark", 1, full);
@@ -312,7 +387,8 @@ int main(int argc, char **argv) {
     gen_engine_opts fo = {.model_dir = tu_path("tests/fixtures/qwen3-tied"), .max_seqs = 8, .max_batch_rows = 96,
                           .max_seq_len = 512};
     if (gen_engine_create(&e, &fo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_drafter_dspark"); }
-    golden_check(e, fix, "tests/golden/dspark-fixture", "fixture");
+    golden_check(e, fix, "tests/golden/dspark-fixture", "fixture", 0);
+    final_tap(e);
     lossless_and_sampling(e, fix, 0, 1);
 
     refuse(e, fix, "target_layer_ids", "[2]", NULL, "decoder layer 0..1");

@@ -26,7 +26,8 @@
  *                   [--drafters ngram,draft,mtp,dspark] [--schedules fixed,...]
  *                   [--cost-table FILE] [--workloads code,prose] [--num-prompts N]
  *                   [--max-tokens N] [--depths 1-8] [--batch B] [--out FILE.csv] [--device cpu|cuda]
- *                   [--ngram-max N] [--ngram-min N] [--ngram-spec-factor F] */
+ *                   [--ngram-max N] [--ngram-min N] [--ngram-spec-factor F]
+ *                   [--dspark-final-tap raw|normed] */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +93,7 @@ int main(int argc, char **argv) {
     const char *device = "cpu";
     char drafters_s[256] = "ngram,draft", workloads_s[256] = "code,prose", schedules_s[256] = "fixed";
     int num_prompts = 8, max_tokens = 96, dmin = 1, dmax = 8, tp = 1, batch = 1;
-    drafter_opts ngram = {0};   /* --ngram-*: the drafter's defaults unless given */
+    drafter_opts ngram = {0};   /* --ngram-* (the drafter's defaults unless given) and --dspark-final-tap */
     spec_cli given = {0};       /* speculation options given (spec_cli_check); --dspark-model is dspark's */
     static const char usage[] =
         "usage: bench_spec --model DIR [--draft-model DIR] [--dspark-model DIR]\n"
@@ -101,7 +102,9 @@ int main(int argc, char **argv) {
         "                  [--depths A-B] [--batch B (prompts per continuous batch, default 1)] [--out F.csv]\n"
         "                  [--tp N (under mpirun -np N)] [--device cpu|cuda]\n"
         "                  [--ngram-max N] [--ngram-min N] (ngram suffix lengths, default 3, 1)\n"
-        "                  [--ngram-spec-factor F] (ngram drafts <= ceil(F x match length), default 1, 0 = no cap)\n";
+        "                  [--ngram-spec-factor F] (ngram drafts <= ceil(F x match length), default 1, 0 = no cap)\n"
+        "                  [--dspark-final-tap raw|normed] (the state a DSpark checkpoint's final-layer tap was\n"
+        "                  trained on; refused without it, as DeepSpec's evaluator refuses it)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
@@ -109,6 +112,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--draft-model")) { draft_dir = v; given.draft_model = 1; }
         else if (!strcmp(a, "--dspark-model")) { dspark_dir = v; given.dspark_model = 1; }
+        else if (!strcmp(a, "--dspark-final-tap")) { if (drafter_opt_dspark_final_tap("bench_spec", a, v, &ngram)) return 2; given.dspark_final_tap = 1; }
         else if (!strcmp(a, "--cost-table")) { cost_path = v; given.cost_table = 1; }
         else if (!strcmp(a, "--schedules")) snprintf(schedules_s, sizeof schedules_s, "%s", v);
         else if (!strcmp(a, "--out")) out = v;
@@ -206,7 +210,8 @@ int main(int argc, char **argv) {
         for (char *dn = strtok_r(dcopy, ",", &dsave); dn; dn = strtok_r(NULL, ",", &dsave)) {
             drafter_opts dop = {.name = dn, .draft_model = !strcmp(dn, "dspark") ? dspark_dir : draft_dir,
                                 .max_seqs = batch, .ngram_n_max = ngram.ngram_n_max,
-                                .ngram_n_min = ngram.ngram_n_min, .ngram_spec_factor = ngram.ngram_spec_factor};
+                                .ngram_n_min = ngram.ngram_n_min, .ngram_spec_factor = ngram.ngram_spec_factor,
+                                .dspark_final_tap = !strcmp(dn, "dspark") ? ngram.dspark_final_tap : 0};
             drafter *d;
             if (drafter_create(&d, &dop, e, err, sizeof err)) {
                 fprintf(stderr, "bench_spec: %s: %s\n", dn, err);

@@ -51,6 +51,9 @@ static void help(FILE *f) {
         "  --depth K           drafts per verify step, 1..16 (default 4); never read from a checkpoint\n"
         "  --draft-model DIR   --drafter draft: the draft model (same tokenizer required); dspark:\n"
         "                      its checkpoint\n"
+        "  --dspark-final-tap S raw|normed: which target state a DSpark checkpoint's tap of the\n"
+        "                      final layer was trained on (refused without it, as DeepSpec's\n"
+        "                      evaluator refuses it)\n"
         "  --verify-schedule S how many drafts each step verifies: " VPOLICY_NAMES "\n"
         "                      (default fixed = all); see --p-min, --adaptive-alpha, --cost-table\n"
         "  --p-min P           threshold: stop at the first draft whose confidence (or draft\n"
@@ -89,6 +92,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         else if (!strcmp(a, "--prompt-file")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt_file = v; }
         else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.name = v; }
         else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->dr.draft_model = v; o->given.draft_model = 1; }
+        else if (!strcmp(a, "--dspark-final-tap")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_dspark_final_tap(CMD, a, v, &o->dr)) return -1; o->given.dspark_final_tap = 1; }
         else if (!strcmp(a, "--depth")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; o->given.depth_opt = "--depth"; }
         else if (!strcmp(a, "--ngram-max")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_max)) return -1; o->given.ngram = 1; }
         else if (!strcmp(a, "--ngram-min")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &o->dr.ngram_n_min)) return -1; o->given.ngram = 1; }

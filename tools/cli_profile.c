@@ -28,6 +28,8 @@ static void help(FILE *f) {
         "  --out FILE          where to write the cost table (required; written atomically)\n"
         "  --drafter NAME      also time this drafter: " DRAFTER_NAMES " (default none)\n"
         "  --draft-model DIR   draft checkpoint for --drafter draft|dspark\n"
+        "  --dspark-final-tap S raw|normed: which target state a DSpark checkpoint's tap of the\n"
+        "                      final layer was trained on (refused without it)\n"
         "  --max-rows N        largest verify batch measured (default 128)\n"
         "  --history N         tokens already in each sequence's KV cache (default 256)\n"
         "  --reps N            repetitions per point; the median is kept (default 5)\n"
@@ -48,6 +50,7 @@ int cli_profile(int argc, char **argv) {
         else if (!strcmp(a, "--out")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; out = v; }
         else if (!strcmp(a, "--drafter")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.name = v; }
         else if (!strcmp(a, "--draft-model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; dop.draft_model = v; given.draft_model = 1; }
+        else if (!strcmp(a, "--dspark-final-tap")) { if (!(v = opt_value(CMD, argc, argv, &i)) || drafter_opt_dspark_final_tap(CMD, a, v, &dop)) return 2; given.dspark_final_tap = 1; }
         else if (!strcmp(a, "--max-rows")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 4096, &max_rows)) return 2; }
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }

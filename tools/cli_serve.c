@@ -35,6 +35,9 @@ static void help(FILE *f) {
         "                            UTF-8 of at most 255 bytes, no control characters\n"
         "  --drafter NAME            " DRAFTER_NAMES " (default none)\n"
         "  --draft-model DIR         draft model for --drafter draft\n"
+        "  --dspark-final-tap S       raw|normed: which target state a DSpark checkpoint's tap of the\n"
+        "                            final layer was trained on (refused without it: DeepSpec's\n"
+        "                            evaluator refuses such a checkpoint)\n"
         "  --depth K                 default drafts per verify step, 1..16 (default 4)\n"
         "  --ngram-max N, --ngram-min N   ngram drafter suffix lengths (default 3, 1)\n"
         "  --ngram-spec-factor F  ngram drafts at most ceil(F x match length) tokens (default 1; 0 = no cap)\n"
@@ -116,6 +119,7 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->served_name = v; }
         else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
         else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; given.draft_model = 1; }
+        else if (!strcmp(a, "--dspark-final-tap")) { VAL(); if (drafter_opt_dspark_final_tap(CMD, a, v, &o->dr)) return -1; given.dspark_final_tap = 1; }
         else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
         else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
         else if (!strcmp(a, "--depth")) { VAL(); if (opt_int(CMD, a, v, 1, SPEC_MAX_DEPTH, &o->depth)) return -1; given.depth_opt = "--depth"; }
