@@ -2,7 +2,7 @@
 # cycles.sh — no two source files call each other, directly or around a
 # circle: the calls between files form layers too, as the folders do
 # (layering.sh). A circle is one module split across files, which a reader
-# cannot take in one file at a time (issue 42: bench/canary.c and
+# cannot take in one file at a time (issue 42: bench/canary/canary.c and
 # canary_probes.c; engine/draft_stack.c, forward.c and tp.c). Reads the
 # symbols each object defines and uses (nm) in the libraries given; a file
 # that uses a symbol another defines depends on it. Then proves it can
