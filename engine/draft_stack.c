@@ -127,11 +127,13 @@ int draft_stack_reserve(draft_stack *s, int max_ctx) { return layer_scratch_rese
 int draft_stack_tp_size(const draft_stack *s) { return s->comm ? kb_comm_size(s->comm) : 1; }
 int draft_stack_head_rows(const draft_stack *s) { return s->head[0].rows; }
 int draft_stack_vocab(const draft_stack *s) { return s->N; }
-int draft_stack_hidden(const draft_stack *s) { return s->H; }
-int draft_stack_max_rows(const draft_stack *s) { return s->max_rows; }
-int draft_stack_layers(const draft_stack *s) { return s->n_layers; }
 
-float *draft_stack_rx(draft_stack *s, size_t floats) {
+/* What tp.c's serve loop reaches a stack through on ranks > 0 (tp_draft_ops). */
+static int stack_hidden(const draft_stack *s) { return s->H; }
+static int stack_max_rows(const draft_stack *s) { return s->max_rows; }
+static int stack_layers(const draft_stack *s) { return s->n_layers; }
+
+static float *stack_rx(draft_stack *s, size_t floats) {
     if (floats > s->rx_cap) {
         float *p = realloc(s->rx, floats * sizeof *p);
         if (!p) return NULL;
@@ -192,7 +194,9 @@ int draft_stack_run(draft_stack *s, const draft_pass *p, char *err, size_t errle
     return 0;
 }
 
-int draft_stack_serve(draft_stack *s, draft_pass *p, char *err, size_t errlen) {
+/* A rank > 0 running a pass it received: p's rows after the KV cache was
+ * mirrored; scratch the stack's. */
+static int stack_serve(draft_stack *s, draft_pass *p, char *err, size_t errlen) {
     if (check_pass(s, p, err, errlen)) return -1;
     int max_ctx = 1;
     for (int i = 0; i < p->n; i++) {
@@ -213,6 +217,8 @@ int draft_stack_open(draft_stack *s, const void *desc, size_t n, char *err, size
 }
 
 void draft_stack_set_host(fwd_ctx *target, const draft_host *h) {
+    static const tp_draft_ops ops = {.kv = draft_stack_kv, .hidden = stack_hidden, .max_rows = stack_max_rows,
+                                     .layers = stack_layers, .rx = stack_rx, .serve = stack_serve};
     tp_link *t = fwd_tp_link(target);
-    if (t) tp_set_draft_host(t, h);
+    if (t) tp_set_draft_host(t, h, &ops);
 }

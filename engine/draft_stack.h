@@ -31,6 +31,7 @@
  * the layer scratch and the gather buffers. */
 #ifndef SPECBED_DRAFT_STACK_H
 #define SPECBED_DRAFT_STACK_H
+#include "draft_pass.h"
 #include "forward.h"
 #include "kv_cache.h"
 #include "model.h"
@@ -66,31 +67,6 @@ int  draft_stack_tp_size(const draft_stack *s);
 int  draft_stack_head_rows(const draft_stack *s);
 int  draft_stack_vocab(const draft_stack *s);
 
-/* Whether pass p reads its rows x: when it runs layers, or runs no layer
- * but wants logits (a head-only pass: the final norm and head of rows x
- * already computed, e.g. one slot of a block a drafter scores only once
- * its policy wants that slot's draft). tp.c sends x to the other ranks
- * exactly then. */
-#define DRAFT_PASS_READS_X(l0, l1, n_logit) ((l1) > (l0) || (n_logit) > 0)
-
-typedef struct {
-    int n;                   /* rows, ≤ max_rows */
-    const int *seq, *pos;    /* [n] KV sequence and position (already appended to the KV cache) */
-    const int *n_ctx;        /* [n] keys attended, or NULL = causal (layer.h layer_rows) */
-    int n_kv;                /* layers written K/V only, before the full ones */
-    const int *kv_layers;    /* [n_kv] */
-    const float *kv_x;       /* [n_kv, n, H], or [n, H] for all of them when kv_shared */
-    int kv_shared;
-    int l0, l1;              /* layers run in full on x, in order (l0 = l1: none; then with
-                                n_logit > 0 a head-only pass: norm and head of x as it is) */
-    float *x;                /* [n, H] residual stream, in place */
-    int out;                 /* which final norm and head */
-    float *normed;           /* out: [n, H] x after the final norm */
-    int n_logit;             /* rows whose logits are wanted */
-    const int *logit_rows;   /* [n_logit] ascending */
-    float *logits;           /* out: [n_logit, N] */
-} draft_pass;
-
 /* The leader (or the only process): runs p, telling the other ranks first. */
 int  draft_stack_run(draft_stack *s, const draft_pass *p, char *err, size_t errlen);
 
@@ -98,23 +74,8 @@ int  draft_stack_run(draft_stack *s, const draft_pass *p, char *err, size_t errl
  * theirs from desc (n bytes). No-op with one process. */
 int  draft_stack_open(draft_stack *s, const void *desc, size_t n, char *err, size_t errlen);
 
-/* What makes a drafter on ranks > 0 from rank 0's description: open
- * creates it (quietly) and gives its stack and the handle close frees. */
-typedef struct {
-    int  (*open)(void *ctx, const void *desc, size_t n, draft_stack **stack, void **owner, char *err, size_t errlen);
-    void (*close)(void *ctx, void *owner);
-    void *ctx;
-} draft_host;
 /* Ranks > 0, before fwd_tp_serve: the host their serve loop uses (copied).
  * Without one, a drafter the leader opens ends the job with a message. */
 void draft_stack_set_host(fwd_ctx *target, const draft_host *h);
-
-/* tp.c's (a rank > 0 running a pass it received): p's rows after the KV
- * cache was mirrored; scratch the stack's. */
-int  draft_stack_serve(draft_stack *s, draft_pass *p, char *err, size_t errlen);
-int  draft_stack_hidden(const draft_stack *s);
-int  draft_stack_max_rows(const draft_stack *s);
-int  draft_stack_layers(const draft_stack *s);
-float *draft_stack_rx(draft_stack *s, size_t floats);   /* a receive buffer of that many floats, NULL = OOM */
 
 #endif

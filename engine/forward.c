@@ -107,7 +107,7 @@ int fwd_tp_sync(fwd_ctx *f, kv_cache *kv, int *pages_free, char *err, size_t err
 
 int fwd_tp_serve(fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
     if (!f->link || kb_comm_rank(f->comm) == 0) return errf(err, errlen, "fwd_tp_serve: not a rank > 0");
-    return tp_serve(f->link, f, kv, err, errlen);
+    return tp_serve(f->link, fwd_run, f, kv, err, errlen);
 }
 
 void fwd_free(fwd_ctx *f) {

@@ -1,7 +1,8 @@
 /* tp.c — tensor parallelism's step protocol (see tp_link.h, forward.h).
  * Rank 0 leads: before computing a batch it broadcasts one fixed header and
  * one int32 payload; ranks > 0 wait in tp_serve, bring their KV cache to
- * the leader's state and run the same batch through fwd_run, whose
+ * the leader's state and run the same batch through fwd_run (handed in by
+ * forward.c: this file calls nothing above it), whose
  * collectives (layer.c's all-reduce, forward.c's logits all-gather) then
  * pair up rank by rank. No rank ever decides anything: the leader's
  * scheduler, drafters and verifier are the only ones.
@@ -59,8 +60,9 @@ struct tp_link {
     size_t dcap;
     int next_id;             /* leader: ids handed out; ranks > 0: drafters opened */
     draft_host host;         /* ranks > 0 */
+    tp_draft_ops ops;        /* ranks > 0: draft_stack.c's, with the host */
     int has_host;
-    struct { draft_stack *s; void *owner; } *drafts;   /* ranks > 0: [next_id], NULL entries closed */
+    struct { struct draft_stack *s; void *owner; } *drafts;   /* ranks > 0: [next_id], NULL entries closed */
 };
 
 static size_t payload_ints(const tp_head *h) {
@@ -204,8 +206,9 @@ static int mirror(tp_link *t, kv_cache *kv, char *err, size_t errlen) {
     return mirror_lens(kv, t->msg, t->max_seqs, NULL, err, errlen);
 }
 
-void tp_set_draft_host(tp_link *t, const draft_host *h) {
+void tp_set_draft_host(tp_link *t, const draft_host *h, const tp_draft_ops *ops) {
     t->host = *h;
+    t->ops = *ops;
     t->has_host = 1;
 }
 
@@ -277,7 +280,7 @@ static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
         if (!rc && !t->has_host)
             rc = errf(err, errlen, "rank %d cannot open the drafter rank 0 made: this program installed no "
                       "draft_host (spec/drafters.h drafter_tp_host)", kb_comm_rank(t->c));
-        draft_stack *s = NULL;
+        struct draft_stack *s = NULL;
         void *owner = NULL;
         if (!rc) rc = t->host.open(t->host.ctx, desc, (size_t)h->bytes, &s, &owner, err, errlen);
         free(desc);
@@ -294,16 +297,16 @@ static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
         t->drafts[h->id].s = NULL;
         return 0;
     }
-    draft_stack *s = t->drafts[h->id].s;
-    kv_cache *kv = draft_stack_kv(s);
-    const int H = draft_stack_hidden(s);
+    struct draft_stack *s = t->drafts[h->id].s;
+    kv_cache *kv = t->ops.kv(s);
+    const int H = t->ops.hidden(s);
     /* sizes first: they decide what is received */
-    if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_rows > draft_stack_max_rows(s) ||
-        h->n_logit < 0 || h->n_logit > h->n_rows || h->n_kv < 0 || h->n_kv > draft_stack_layers(s))
+    if (h->n_slots != kv_get_config(kv)->max_seqs || h->n_rows < 0 || h->n_rows > t->ops.max_rows(s) ||
+        h->n_logit < 0 || h->n_logit > h->n_rows || h->n_kv < 0 || h->n_kv > t->ops.layers(s))
         return errf(err, errlen, "tensor parallel: malformed draft pass (%d slots, %d rows)", h->n_slots, h->n_rows);
     size_t nkv = draft_kv_floats(h, H);
     size_t nx = DRAFT_PASS_READS_X(h->l0, h->l1, h->n_logit) ? (size_t)h->n_rows * H : 0;
-    float *rx = draft_stack_rx(s, nkv + nx);
+    float *rx = t->ops.rx(s, nkv + nx);
     if (fit_dints(t, draft_ints(h), err, errlen)) return -1;
     if (!rx && nkv + nx) return errf(err, errlen, "tensor parallel: out of memory for a draft pass");
     if (kb_comm_bcast(t->c, t->dints, draft_ints(h) * sizeof *t->dints, 0, err, errlen) ||
@@ -321,10 +324,10 @@ static int serve_draft(tp_link *t, const tp_head *h, char *err, size_t errlen) {
         if (p.seq[i] < 0 || p.seq[i] >= h->n_slots)
             return errf(err, errlen, "tensor parallel: draft row %d names sequence %d", i, p.seq[i]);
     if (mirror_lens(kv, t->dints, h->n_slots, &p, err, errlen)) return -1;
-    return draft_stack_serve(s, &p, err, errlen);
+    return t->ops.serve(s, &p, err, errlen);
 }
 
-int tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
+int tp_serve(tp_link *t, tp_run_fn run, struct fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
     for (;;) {
         tp_head h;
         if (send_head(t, &h, err, errlen)) return -1;
@@ -362,6 +365,6 @@ int tp_serve(tp_link *t, fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
         fwd_batch b = {.spans = t->spans, .n_spans = h.n_spans};
         fwd_out o = {.logit_rows = lrows, .n_logit_rows = h.n_logit, .logits = t->logits, .attn_window = h.window,
                      .corrupt_rows = h.corrupt ? t->corrupt : NULL};
-        if (fwd_run(f, kv, &b, &o, err, errlen)) return -1;
+        if (run(f, kv, &b, &o, err, errlen)) return -1;
     }
 }

@@ -360,7 +360,7 @@ def copy_token_acc(model, tok, path=None):
 
 
 def words_match(text, expected):
-    """bench/canary_checks.c cc_copy_ok: the expected words, in order, as the
+    """bench/canary/canary_checks.c cc_copy_ok: the expected words, in order, as the
     first words of text (trailing punctuation of each word ignored)."""
     strip = lambda w: w.rstrip(".,;:!?\"'")
     want = [strip(w) for w in expected.split()]

@@ -4,8 +4,8 @@
 # serve omits "accept len: X, accept rate: Y, " from a Decode batch line when
 # no request drafted in that interval (as SGLang prints no accept len for a
 # server that does not speculate), and spec-off requests do not count toward
-# accept len; bench/metrics_sglang.c reads such a line as accept length NaN,
-# which the verdict does not judge (bench/canary_verdict.h).
+# accept len; bench/load/metrics_sglang.c reads such a line as accept length NaN,
+# which the verdict does not judge (bench/canary/canary_verdict.h).
 #   1. a spec-off server: `specbed canary --sglang-log` on its log flags
 #      nothing, judges nothing, and says so: "not judged: the SGLang log
 #      gives no accept length", verdict inconclusive, exit 3 (no silent pass);

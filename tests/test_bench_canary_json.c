@@ -36,7 +36,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-#include "commands.h"
+#include "canary.h"
 #include "httpc.h"
 #include "json_utf8.h"
 #include "fake_http.h"

@@ -34,7 +34,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-#include "commands.h"
+#include "canary.h"
 #include "httpc.h"
 #include "load.h"
 #include "load_out.h"

@@ -1,6 +1,6 @@
 /* label: bench */
-/* test_bench_launch.c — the sweep's launches (bench/launch_off.h,
- * bench/proc_launch.h, bench/machine.h): the speculation-off command derived
+/* test_bench_launch.c — the sweep's launches (bench/sweep/launch_off.h,
+ * bench/canary/proc_launch.h, bench/sweep/machine.h): the speculation-off command derived
  * from the four engines' template styles (specbed serve refuses --depth 0,
  * so substituting 0 is no launch at all); templates it cannot turn off are
  * refused rather than run speculating; a template without {port} is refused

@@ -1,5 +1,5 @@
 /* label: unit */
-/* test_bench_sim.c — `specbed simulate`'s event loop (bench/sim.h) against
+/* test_bench_sim.c — `specbed simulate`'s event loop (bench/sim/sim.h) against
  * hand-computed timelines (one request, acceptance 1 or 0, a flat or
  * linear cost: exact TTFT, E2E, TPOT, steps, accept length), conservation
  * (every request finishes exactly once with exactly its output length),

@@ -1,6 +1,6 @@
 /* label: bench */
 /* test_bench_stats.c — the statistics behind the sweep's decisions
- * (bench/stats.h, bench/recommend.h): the two-level interval covers its
+ * (bench/load/stats.h, bench/report/recommend.h): the two-level interval covers its
  * target ~95% of the time on synthetic repeats with known variance (and a
  * plain two-stage percentile bootstrap, printed beside it, does not with 3
  * repeats that drift); the significance rule and the recommendation; the

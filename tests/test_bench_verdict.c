@@ -1,5 +1,5 @@
 /* label: unit */
-/* test_bench_verdict.c — the one canary verdict (bench/canary_verdict.h) on
+/* test_bench_verdict.c — the one canary verdict (bench/canary/canary_verdict.h) on
  * its own: which intervals are judged (loaded, an accept length, enough
  * verify steps), the ≤-threshold rule, content items of both kinds (share
  * and max checks), reasons with their counts, the fail-fast rule, the

@@ -1,7 +1,7 @@
 /* label: unit */
 /* test_cost_curve.c — the one cost curve (common/cost_curve.h) that the
  * verify policies (spec/verify_policy.c) and the depth recommender
- * (bench/recommend.c) both read. For the same table, at every row count —
+ * (bench/report/recommend.c) both read. For the same table, at every row count —
  * below the first point, between points, past the last, fractional — the
  * recommender's step cost is the curve's, and with drafts that always
  * survive the confidence policy admits exactly the depth the recommender

@@ -5,7 +5,11 @@
 #include <string.h>
 #include "backend.h"
 #include "cli.h"
-#include "commands.h"   /* bench/: load, canary, sweep, report */
+#include "canary.h"     /* bench/canary: `specbed canary` */
+#include "load_cli.h"   /* bench/load: `specbed load` */
+#include "report.h"     /* bench/report: `specbed report` */
+#include "sim.h"        /* bench/sim: `specbed simulate` */
+#include "sweep.h"      /* bench/sweep: `specbed sweep` */
 
 static void usage(FILE *f) {
     fprintf(f,

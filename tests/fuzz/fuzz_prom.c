@@ -1,5 +1,5 @@
 /* fuzz_prom.c — the Prometheus text parser the metric sources read
- * /metrics with (bench/prom.c). */
+ * /metrics with (bench/load/prom.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "prom.h"

@@ -1,5 +1,5 @@
 /* fuzz_sglang.c — the SGLang decode-batch log line parser
- * (bench/metrics_sglang.c), one line at a time as the log tailer feeds it. */
+ * (bench/load/metrics_sglang.c), one line at a time as the log tailer feeds it. */
 #include <stdlib.h>
 #include <string.h>
 #include "metrics_sglang.h"

@@ -1,4 +1,4 @@
-/* fuzz_sse.c — the load generator's SSE framing (bench/sse.c), fed the
+/* fuzz_sse.c — the load generator's SSE framing (bench/load/sse.c), fed the
  * bytes in two pieces split at the first byte's value, as a network would. */
 #include <string.h>
 #include "sse.h"

@@ -15,7 +15,6 @@
 #include "args.h"
 #include "canary.h"
 #include "canary_verdict.h"
-#include "commands.h"
 #include "csv_row.h"
 #include "errmsg.h"
 #include "file.h"
@@ -33,6 +32,7 @@
 #include <time.h>
 #include "run_cols.h"
 #include "stats.h"
+#include "sweep.h"
 
 #define SW_MAX 64
 

@@ -2,7 +2,6 @@
  * writing its outputs, printing the summary. The shared load options live
  * here too (load_cli.h). */
 #include "args.h"
-#include "commands.h"
 #include "httpc.h"
 #include "load_cli.h"
 #include "stats.h"

@@ -310,7 +310,7 @@ int rp_write_md(const rp_sweep *s, const char *out, int figs, char *err, size_t 
                "(= 1000 ÷ token-weighted mean TPOT ms × concurrency): prefill and queueing, which TTFT holds, are left "
                "out. End-to-end tok/s = concurrency · Σ output tokens ÷ Σ E2E (closed loop). Warm-up requests of each "
                "visit are not recorded.\n"
-               "- Intervals (bench/stats.h `st_two_level`): in each repeat the requests are bootstrapped (%d "
+               "- Intervals (bench/load/stats.h `st_two_level`): in each repeat the requests are bootstrapped (%d "
                "resamples, seeded) for the s.e. of that repeat's figure; the repeats' figures are averaged (log scale "
                "for throughputs and gains) and the interval is ± t·√(max(S², W)/R), S² the between-repeat variance, W "
                "the mean request-noise variance, df R − 1 when S² ≥ W. tests/test_bench_stats.c measures its coverage "

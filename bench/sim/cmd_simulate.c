@@ -2,7 +2,6 @@
  * then the grid (sim_out.c) or, with --compare, the check against a
  * sweep's measured cells (sim_compare.c). */
 #include "args.h"
-#include "commands.h"
 #include "load_out.h"
 #include "sim.h"
 #include <math.h>

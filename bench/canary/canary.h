@@ -81,4 +81,9 @@ int canary_scan_sglang(const char *path, const cc_thresholds *t, double min_draf
                        cv_verdict *v, char *err, size_t errlen);
 int canary_scan_csv(const char *path, const cc_thresholds *t, double min_drafts, FILE *out, int *n_rows,
                     cv_verdict *v, char *err, size_t errlen);
+
+/* `specbed canary` (tools/main.c dispatches to it; argv[0] is "canary"):
+ * 0 pass, 1 corruption found, 2 bad usage / could not run, 3 inconclusive
+ * (a check it was asked to make could not be made). */
+int cmd_canary(int argc, char **argv);
 #endif

@@ -4,8 +4,9 @@
  * Not a public header: nothing outside bench/canary*.c includes it.
  *
  * Two records grow as the run goes: items (numbers, what cv_judge()
- * decides on) and findings (text, what a human reads). A finding never
- * decides anything; an item never explains anything. */
+ * decides on) and findings (text, what a human reads), both appended by
+ * canary_evidence.c's cn_item / cn_finding. A finding never decides
+ * anything; an item never explains anything. */
 #ifndef SPECBED_BENCH_CANARY_INTERNAL_H
 #define SPECBED_BENCH_CANARY_INTERNAL_H
 #include <stddef.h>

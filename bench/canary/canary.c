@@ -33,17 +33,6 @@ void canary_opts_default(canary_opts *o) {
     o->content_checks = 1;
 }
 
-void cn_item(cn_items *l, cv_check check, double score, double t, int id) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 256;
-        cv_item *nv = realloc(l->v, sizeof *nv * (size_t)nc);
-        if (!nv) { l->oom = 1; return; }
-        l->v = nv;
-        l->cap = nc;
-    }
-    l->v[l->n++] = (cv_item){check, score, t, id};
-}
-
 /* 0. The probe set: n_probe prompts (seeded shuffle); the load cycles over them. */
 static int probe_set(cn_run *R, char *err, size_t errlen) {
     const canary_opts *o = R->o;

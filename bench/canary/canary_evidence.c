@@ -1,5 +1,7 @@
-/* canary_evidence.c — the live canary's evidence: the findings list (text
- * a human reads), excerpts of suspect output, and what goes to disk and
+/* canary_evidence.c — the live canary's evidence: the two records a run
+ * grows (the items cv_judge() decides on, the findings a human reads; every
+ * step adds to them, so they live below the steps, not in canary.c which
+ * runs them), excerpts of suspect output, and what goes to disk and
  * stderr at the end: canary.json (verdict, reasons, thresholds, observed
  * scores, findings) and evidence.txt. Decides nothing: the verdict it
  * writes is cv_judge()'s. */
@@ -24,6 +26,17 @@ void cn_finding(cn_findings *f, int check, const char *fmt, ...) {
     f->line[f->n] = malloc(n + 1);
     f->check[f->n] = check;
     if (f->line[f->n]) memcpy(f->line[f->n++], b, n + 1);
+}
+
+void cn_item(cn_items *l, cv_check check, double score, double t, int id) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 256;
+        cv_item *nv = realloc(l->v, sizeof *nv * (size_t)nc);
+        if (!nv) { l->oom = 1; return; }
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = (cv_item){check, score, t, id};
 }
 
 int cn_finding_status(const cn_findings *f, int i, const cv_verdict *v) {

@@ -36,4 +36,9 @@ typedef struct {
 void load_cli_help(FILE *f, const load_help_spec *s);
 /* Prints the vLLM-style result table. */
 void load_print_summary(FILE *f, const load_cli *o, const ld_result *r);
+
+/* `specbed load` (tools/main.c dispatches to it; argv[0] is "load"): 0 ok,
+ * 1 no request succeeded or a /metrics scrape failed, 2 bad usage / could
+ * not run. */
+int cmd_load(int argc, char **argv);
 #endif

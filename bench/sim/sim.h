@@ -20,7 +20,7 @@
  *     (TTFT), and each decoding request commits a + 1 tokens: a accepted
  *     drafts, sampled position by position with the conditional rates
  *     α_i = p_i ÷ p_{i−1} (p_{−1} = 1), stopping at the first rejection, so
- *     E[a + 1] = E(k) = 1 + Σ_{i<k} p_i (bench/recommend.h);
+ *     E[a + 1] = E(k) = 1 + Σ_{i<k} p_i (bench/report/recommend.h);
  *   - events (step ends, arrivals, phase changes, batch starts) are ordered
  *     by time across replicas in one heap; at equal times step ends come
  *     first, then phase changes, client returns, arrivals, and batch starts last, so every
@@ -282,8 +282,7 @@ typedef struct {
     int repeats, max_running, row_budget;
     uint64_t seed;
 } sim_compare_opts;
-/* The command's entry point (commands.h declares it once registered):
- * argv[0] is "simulate"; returns 0 ok, 1 outputs not written, 2 bad usage. */
+/* `specbed simulate` (tools/main.c dispatches to it): argv[0] is "simulate"; returns 0 ok, 1 outputs not written, 2 bad usage. */
 int cmd_simulate(int argc, char **argv);
 /* Simulates every measured cell of a sweep with its own settings and
  * acceptance and prints measured vs simulated per cell; writes compare.csv

@@ -136,4 +136,8 @@ int  rp_write_md(const rp_sweep *s, const char *outdir, int have_figures, char *
 int  rp_write_json(const rp_sweep *s, const char *outdir, char *err, size_t errlen);
 /* "speculation off", "depth K" or "no decision" (static buffer per call slot). */
 const char *rp_decision_word(const rp_rec *R);
+
+/* `specbed report DIR` (tools/main.c dispatches to it; argv[0] is
+ * "report"): 0 ok, 1 failed, 2 bad usage / could not run. */
+int cmd_report(int argc, char **argv);
 #endif

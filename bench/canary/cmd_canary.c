@@ -3,7 +3,6 @@
  * the verdict canary_verdict.c. */
 #include "args.h"
 #include "canary.h"
-#include "commands.h"
 #include "httpc.h"
 #include "proc_launch.h"
 #include <math.h>

@@ -2,7 +2,6 @@
  * (load, intervals, decision, predictions), report_plot.c (gnuplot),
  * report_md.c (text). */
 #include "args.h"
-#include "commands.h"
 #include "load_out.h"
 #include "report.h"
 #include <math.h>
@@ -23,7 +22,7 @@ static void help(FILE *f) {
         "\n"
         "Intervals: per repeat, the requests are bootstrapped (N resamples, seeded);\n"
         "the repeats are combined by a t interval on max(between-repeat, request-noise)\n"
-        "variance (bench/stats.h st_two_level). A depth's gain is its decode tokens/s\n"
+        "variance (bench/load/stats.h st_two_level). A depth's gain is its decode tokens/s\n"
         "over speculation off's, paired by repeat (same prompts); a depth is better only\n"
         "when the gain's interval excludes 1; the recommendation is the shallowest such\n"
         "depth whose gain lies within the best depth's interval, else speculation off.\n"
