@@ -41,6 +41,9 @@ static void test_launch_off(void) {
            "--p-min 0.3 --port {port}", "build/specbed serve --model models/tiny --port {port}", NULL);
     off_is("OMP_NUM_THREADS=1 build/specbed serve --model m --drafter=draft --draft-model models/tiny-draft "
            "--depth={depth} --port {port}", "OMP_NUM_THREADS=1 build/specbed serve --model m --port {port}", NULL);
+    /* a DSpark option serve would refuse without its drafter goes too */
+    off_is("build/specbed serve --model m --drafter dspark --draft-model models/tiny-dspark --dspark-final-tap normed "
+           "--depth {depth} --port {port}", "build/specbed serve --model m --port {port}", NULL);
     off_is("mpirun -np 2 build/specbed serve --model m --tp 2 --drafter mtp --depth {depth} --port {port}",
            "mpirun -np 2 build/specbed serve --model m --tp 2 --port {port}", NULL);
     /* vLLM: the JSON value goes whole, spaces and all */

@@ -139,15 +139,10 @@ static void load_manifest(rp_sweep *s, cJSON *m) {
             o += (size_t)snprintf(s->gave_up + o, sizeof s->gave_up - o, "%s%s", o ? "; " : "", c->valuestring);
 }
 
-/* speculation off first, then drafter, workload, concurrency, depth */
+/* the sweep's one cell order (run_cell_cmp) */
 static int cell_order(const void *pa, const void *pb) {
     const rp_cell *a = pa, *b = pb;
-    int an = !strcmp(a->drafter, "none"), bn = !strcmp(b->drafter, "none"), d;
-    if (an != bn) return bn - an;
-    if ((d = strcmp(a->drafter, b->drafter))) return d;
-    if ((d = strcmp(a->workload, b->workload))) return d;
-    if (a->conc != b->conc) return a->conc < b->conc ? -1 : 1;
-    return a->depth < b->depth ? -1 : a->depth > b->depth;
+    return run_cell_cmp(a->drafter, a->workload, a->conc, a->depth, b->drafter, b->workload, b->conc, b->depth);
 }
 
 int rp_load(rp_sweep *s, const char *dir, char *err, size_t errlen) {

@@ -125,12 +125,7 @@ static double fold(double acc, double v, int n) {   /* running mean over n value
 
 static int cell_order(const void *pa, const void *pb) {
     const sim_sweep_cell *a = pa, *b = pb;
-    int an = !strcmp(a->drafter, "none"), bn = !strcmp(b->drafter, "none"), d;
-    if (an != bn) return bn - an;
-    if ((d = strcmp(a->drafter, b->drafter))) return d;
-    if ((d = strcmp(a->workload, b->workload))) return d;
-    if (a->conc != b->conc) return a->conc < b->conc ? -1 : 1;
-    return a->depth < b->depth ? -1 : a->depth > b->depth;
+    return run_cell_cmp(a->drafter, a->workload, a->conc, a->depth, b->drafter, b->workload, b->conc, b->depth);
 }
 
 int sim_sweep_cells(const char *dir, sim_sweep_cell **out, int *n, char *err, size_t errlen) {

@@ -15,7 +15,7 @@ static const struct { const char *flag; int n_val; } SPEC_FLAGS[] = {
     /* specbed serve */
     {"--drafter", 1}, {"--depth", 1}, {"--draft-model", 1}, {"--ngram-max", 1}, {"--ngram-min", 1},
     {"--ngram-spec-factor", 1}, {"--verify-schedule", 1}, {"--p-min", 1}, {"--adaptive-alpha", 1},
-    {"--cost-table", 1},
+    {"--cost-table", 1}, {"--dspark-final-tap", 1},
     /* vLLM (older releases) */
     {"--num-speculative-tokens", 1}, {"--ngram-prompt-lookup-max", 1}, {"--ngram-prompt-lookup-min", 1},
     {"--spec-decoding-acceptance-method", 1},

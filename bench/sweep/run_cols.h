@@ -20,4 +20,10 @@
 /* specbed's accept length of row `row`; NaN when the run has none. */
 double run_accept_length(const csv_table *t, int row);
 
+/* The order in which a sweep's cells are listed everywhere (report,
+ * simulate --compare): speculation off ("none") first, then drafter,
+ * workload, concurrency, depth. strcmp-like. */
+int run_cell_cmp(const char *drafter_a, const char *workload_a, int conc_a, int depth_a, const char *drafter_b,
+                 const char *workload_b, int conc_b, int depth_b);
+
 #endif
