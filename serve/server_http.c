@@ -27,7 +27,7 @@ typedef struct {
     size_t n, cap;
     size_t want;          /* Content-Length, when given: the buffer is sized once */
     int counted;          /* a generation response in flight (server.http_active) */
-    int answered;         /* refused on its headers (401, 413): the response is already queued */
+    int answered;         /* refused: the answer is queued or written, what still arrives is dropped */
 } conn_state;
 
 /* ---- responses ---- */
@@ -349,11 +349,14 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
  * lingering close: our side ends, and what the client still sends is read
  * and dropped for up to LINGER_MS, so that closing with unread bytes (a TCP
  * reset) does not destroy the answer before the client has read it.
- * Returning MHD_NO then has libmicrohttpd close the connection. */
+ * Returning MHD_NO then has libmicrohttpd close the connection. A refusal
+ * on the headers of a request whose body is on its way takes this path too:
+ * libmicrohttpd's own answer would close without reading that body. */
 #define LINGER_MS 2000
 /* Set by refuse_mid_body for mhd_log, which libmicrohttpd calls from the
  * same connection thread right after the handler returns MHD_NO. */
 static _Thread_local char refused_why[160];
+static _Thread_local int refused_status;
 
 static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, const char *reason, const char *msg) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -377,6 +380,7 @@ static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, con
     free(body);
     shutdown(fd, SHUT_WR);
     snprintf(refused_why, sizeof refused_why, "%s", msg);
+    refused_status = status;
     char sink[16384];
     for (double now; (now = gen_now()) < end;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -424,6 +428,43 @@ static int first_ctl(const char *s) {
     return -1;
 }
 
+/* What the headers alone already refuse, so that an unauthenticated or
+ * oversized upload costs the server nothing: the status (0: none) and why. */
+static int early_refusal(server *s, struct MHD_Connection *c, const char *method, const char *url, const framing *fr,
+                         const char *cl, char *why, size_t n) {
+    if (!is_token(method)) {   /* a request line libmicrohttpd let through but no route can mean */
+        snprintf(why, n, "malformed request line: the method is not an HTTP token (RFC 9110 section 9.1)");
+        return 400;
+    }
+    int ctl = first_ctl(url);
+    if (ctl >= 0) {
+        snprintf(why, n, "malformed request target: the path holds a control character or NUL (%%-encoded or not) "
+                 "at decoded offset %d", ctl);
+        return 400;
+    }
+    if (fr->n_auth > 1) {   /* which one is meant is a guess, as with two Content-Lengths */
+        snprintf(why, n, "%d Authorization headers: send one", fr->n_auth);
+        return 400;
+    }
+    if (fr->cl_conflict) {
+        snprintf(why, n, "conflicting Content-Length headers");
+        return 400;
+    }
+    if (fr->te && strcasecmp(fr->te, "chunked") && strcasecmp(fr->te, "identity")) {
+        snprintf(why, n, "Transfer-Encoding '%s' is not supported (use chunked or none)", fr->te);
+        return 501;
+    }
+    if (strcmp(url, "/health") && !authorized(s, c)) {
+        snprintf(why, n, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+        return 401;
+    }
+    if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+        snprintf(why, n, "the request body exceeds %zu bytes", s->o.max_body);
+        return 413;
+    }
+    return 0;
+}
+
 /* libmicrohttpd's own %HH decoding, except that a %00 becomes DEL instead
  * of ending the path there: otherwise "/health%00/metrics" would be routed
  * as "/health". The handler refuses any control character in the path. */
@@ -450,47 +491,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
          * libmicrohttpd close the connection instead of reading the body.) */
         framing fr = {0};
         MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &fr);
-        /* a request line libmicrohttpd let through but no route can mean */
-        if (!is_token(method)) {
-            cs->answered = 1;
-            return send_error(c, 400, NULL, "malformed request line: the method is not an HTTP token (RFC 9110 "
-                              "section 9.1)");
-        }
-        int ctl = first_ctl(url);
-        if (ctl >= 0) {
-            cs->answered = 1;
-            return send_error(c, 400, NULL, "malformed request target: the path holds a control character or NUL "
-                              "(%%-encoded or not) at decoded offset %d", ctl);
-        }
-        if (fr.n_auth > 1) {   /* which one is meant is a guess, as with two Content-Lengths */
-            cs->answered = 1;
-            return send_error(c, 400, NULL, "%d Authorization headers: send one", fr.n_auth);
-        }
-        if (fr.cl_conflict) {
-            cs->answered = 1;
-            return send_error(c, 400, NULL, "conflicting Content-Length headers");
-        }
-        if (fr.te && strcasecmp(fr.te, "chunked") && strcasecmp(fr.te, "identity")) {
-            cs->answered = 1;
-            return send_error(c, 501, NULL, "Transfer-Encoding '%s' is not supported (use chunked or none)", fr.te);
-        }
-        if (strcmp(url, "/health") && !authorized(s, c)) {
-            cs->answered = 1;
-            return send_error(c, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
-        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
-            cs->answered = 1;
-            return send_error(c, 413, NULL, "the request body exceeds %zu bytes", s->o.max_body);
+        int chunked = fr.te && !strcasecmp(fr.te, "chunked");
+        char why[1024];
+        int st = early_refusal(s, c, method, url, &fr, cl, why, sizeof why);
+        if (!st) {
+            /* The body deadline starts, and the body's memory is reserved before
+             * a byte of it is kept: its Content-Length, or the limit when chunked. */
+            cs->want = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
+            st = http_guard_headers(s->guard, c, url, cl ? cs->want : chunked ? s->o.max_body : 0, why, sizeof why);
         }
-        /* The body deadline starts, and the body's memory is reserved before
-         * a byte of it is kept: its Content-Length, or the limit when chunked. */
-        cs->want = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
-        char gerr[512];
-        int gst = http_guard_headers(s->guard, c, url, cl ? cs->want : fr.te && !strcasecmp(fr.te, "chunked") ? s->o.max_body : 0, gerr, sizeof gerr);
-        if (gst) {
+        if (st) {
             cs->answered = 1;
-            return send_error(c, gst, NULL, "%s", gerr);
+            /* A body on its way (announced, or chunked) would still be arriving
+             * when libmicrohttpd closes after its answer, and closing with
+             * unread bytes resets the connection, which can destroy the answer
+             * before the client reads it: answer with a lingering close. */
+            if ((cl && strtoull(cl, NULL, 10) > 0) || chunked)
+                return refuse_mid_body(c, st, MHD_get_reason_phrase_for((unsigned)st), why);
+            return send_error(c, st, NULL, "%s", why);
         }
         return MHD_YES;
     }
@@ -549,7 +568,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     size_t n = strlen(msg);
     if (refused_why[0] && !strncmp(msg, "Application reported internal error", 35)) {
         /* not an error of ours: the connection refuse_mid_body answered is being closed */
-        fprintf(s->log, "specbed serve: http: %s: 413 sent before the body's end, connection closed\n", refused_why);
+        fprintf(s->log, "specbed serve: http: %s: %d sent before the body's end, connection closed\n", refused_why,
+                refused_status);
         refused_why[0] = 0;
         fflush(s->log);
         return;
