@@ -398,8 +398,22 @@ int main(int argc, char **argv) {
         }
         CHECK(kb_set_cpu_path(argv[2]) == 0);
         bf16 = !strcmp(argv[2], "avx512bf16");
+    } else if (argc == 2 && !strcmp(argv[1], "--moe")) {
+        /* ctest test_forward_moe: the Qwen3-MoE fixtures (bf16 weights, layers
+         * 0 and 2 sparse, 1 dense; scripts/make_moe_fixture.py), the same
+         * checks and tolerances: the router and experts add only f32
+         * rounding of the same kind (a softmax over 8 logits, K = 32-term
+         * expert matmuls, a 2-term weighted sum), as long as no row's
+         * k-th and (k+1)-th router probabilities are within rounding of
+         * each other (the script prints the smallest such gap, ~1e-5, two
+         * orders above f32 rounding at these magnitudes). The layer-0 taps
+         * compared are a sparse layer's output. */
+        printf("kernels: %s\n", kb_cpu_path());
+        test_fixture("qwen3-moe-tiny");          /* norm_topk_prob true */
+        test_fixture("qwen3-moe-tiny-nonorm");   /* norm_topk_prob false, same weights */
+        return tu_done("test_forward_moe");
     } else if (argc != 1) {
-        fprintf(stderr, "usage: test_forward [--cpu-path NAME]\n");
+        fprintf(stderr, "usage: test_forward [--cpu-path NAME | --moe]\n");
         return 2;
     }
     printf("kernels: %s\n", kb_cpu_path());
