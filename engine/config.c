@@ -202,7 +202,7 @@ static int parse_moe(model_config *c, const cJSON *root, const char *path, char 
             if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
                 e->valuedouble >= c->n_layers)
                 return errf(err, errlen, "%s: field \"mlp_only_layers\" holds %s; entries must be layer indices "
-                            "0..%d", path, cJSON_IsNumber(e) ? "a number out of range" : "a non-number", c->n_layers - 1);
+                            "0..%d", path, cJSON_IsNumber(e) ? "a value that is not a layer index" : "a non-number", c->n_layers - 1);
             int l = (int)e->valuedouble;
             if (c->mlp_only[l / 8] & (1u << (l % 8)))
                 return errf(err, errlen, "%s: field \"mlp_only_layers\" lists layer %d twice", path, l);

@@ -17,8 +17,10 @@ and their HF goldens.
                                          [E, H, I]; conversion_mapping.py
                                          "qwen2_moe", which qwen3_moe copies);
                                          model-00001 is a link to the per-expert one's
-  tests/fixtures/qwen3-moe-tiny-nonorm/  the same weights, norm_topk_prob false
-                                         (both shards links)
+  tests/fixtures/qwen3-moe-tiny-nonorm/  the same weights, norm_topk_prob false and
+                                         top-3 (both shards links): with 3 experts a
+                                         row's sum depends on its order, which top-2
+                                         from zero does not show
   tests/golden/forward/qwen3-moe-tiny{,-nonorm}/   HF goldens
                                          (scripts/make_forward_goldens.py, boundary
                                          rows only, and greedy.json for the first)
@@ -177,8 +179,10 @@ def main():
     nonorm_dir = os.path.join(FIX, "qwen3-moe-tiny-nonorm")
     fresh_dir(nonorm_dir)
     model.config.norm_topk_prob = False
+    model.config.num_experts_per_tok = 3
     write_config(model, nonorm_dir)
     model.config.norm_topk_prob = True
+    model.config.num_experts_per_tok = 2
     link(nonorm_dir, SHARD1, os.path.join("..", "qwen3-moe-tiny", SHARD1))
     link(nonorm_dir, SHARD2, os.path.join("..", "qwen3-moe-tiny", SHARD2))
     shutil.copy(os.path.join(main_dir, "model.safetensors.index.json"), nonorm_dir)

@@ -410,7 +410,8 @@ int main(int argc, char **argv) {
          * compared are a sparse layer's output. */
         printf("kernels: %s\n", kb_cpu_path());
         test_fixture("qwen3-moe-tiny");          /* norm_topk_prob true */
-        test_fixture("qwen3-moe-tiny-nonorm");   /* norm_topk_prob false, same weights */
+        test_fixture("qwen3-moe-tiny-nonorm");   /* same weights, norm_topk_prob false, top-3: a sum of three
+                                                    depends on its order, which (b) and (c) then pin */
         return tu_done("test_forward_moe");
     } else if (argc != 1) {
         fprintf(stderr, "usage: test_forward [--cpu-path NAME | --moe]\n");
