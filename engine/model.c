@@ -14,9 +14,12 @@
  * Names are HF's: model.embed_tokens.weight, model.layers.N.self_attn.
  * {q,k,v,o}_proj.weight, .{q,k}_norm.weight (Qwen3), .{q,k,v}_proj.bias
  * (Qwen2), .mlp.{gate,up,down}_proj.weight, .input_layernorm.weight,
- * .post_attention_layernorm.weight, model.norm.weight, lm_head.weight.
- * Tensors the model does not use (MTP modules live in the same checkpoint)
- * are allowed and ignored. */
+ * .post_attention_layernorm.weight, model.norm.weight, lm_head.weight;
+ * on a Qwen3-MoE sparse layer the MLP is moe.c's (mlp.gate.weight and the
+ * experts, per expert or fused). Tensors the model does not use (MTP modules
+ * live in the same checkpoint) are allowed and ignored — except, in an MoE
+ * checkpoint, MLP tensors of the decoder layers that their layer's kind does
+ * not read (moe_check_names), which are refused by name. */
 #include "model.h"
 #include "errmsg.h"
 #include "moe.h"
