@@ -8,7 +8,7 @@
  *   - greedy spec-on ≡ spec-off on the MoE target with the ngram drafter,
  *     the draft-model drafter drafting with the target itself (every draft
  *     accepted: the bonus path) and with the dense qwen3-tied fixture (same
- *     tokenizer; rejections), depths 1..8, batches 1, 3 and 8;
+ *     tokenizer; rejections), depths 1, 2, 3, 5, 8, batches 1, 3 and 8;
  *   - what is not supported is refused by name, never computed: tensor
  *     parallelism, the CUDA backend (where one is built and visible), and
  *     checkpoints with MLP tensors the layout does not read (a shared
@@ -107,7 +107,7 @@ static void test_greedy_vs_hf(void) {
 }
 
 static void test_lossless(void) {
-    static const int depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, batches[3] = {1, 3, 8};
+    static const int depths[5] = {1, 2, 3, 5, 8}, batches[3] = {1, 3, 8};
     char err[1024];
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = tu_path(MOE), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
@@ -122,7 +122,7 @@ static void test_lossless(void) {
                                          .max_seqs = 8}, 0, NULL},
     };
     for (int c = 0; c < (int)(sizeof cfgs / sizeof cfgs[0]); c++) {
-        long n = ll_check(e, &cfgs[c], prompts, lens, depths, 8, batches, 3);
+        long n = ll_check(e, &cfgs[c], prompts, lens, depths, 5, batches, 3);
         printf("%s: %ld tokens compared\n", cfgs[c].label, n);
         CHECKF(n >= 2000, "%s: only %ld tokens", cfgs[c].label, n);
     }
