@@ -36,13 +36,15 @@ typedef struct {
     int default_head_dim;      /* 0: hidden_size / n_heads */
     int default_max_pos;
     int sliding_by_default;    /* Mistral: window active unless null */
+    int moe;                   /* reads the mixture-of-experts fields */
 } family;
 
 static const family FAMILIES[] = {
-    { "Qwen3ForCausalLM",   "qwen3",   1, 0, 128, 32768,  0 },
-    { "Qwen2ForCausalLM",   "qwen2",   0, 1, 0,   32768,  0 },
-    { "LlamaForCausalLM",   "llama",   0, 0, 0,   2048,   0 },
-    { "MistralForCausalLM", "mistral", 0, 0, 0,   131072, 1 },
+    { "Qwen3ForCausalLM",    "qwen3",     1, 0, 128, 32768,  0, 0 },
+    { "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 0,   32768,  0, 1 },
+    { "Qwen2ForCausalLM",    "qwen2",     0, 1, 0,   32768,  0, 0 },
+    { "LlamaForCausalLM",    "llama",     0, 0, 0,   2048,   0, 0 },
+    { "MistralForCausalLM",  "mistral",   0, 0, 0,   131072, 1, 0 },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -150,7 +152,7 @@ static const family *find_family(const cJSON *root, const char *path, char *err,
         for (int i = 0; i < N_FAMILIES; i++)
             if (strcmp(a, FAMILIES[i].arch) == 0) return &FAMILIES[i];
         errf(err, errlen, "%s: architecture \"%s\" is not supported (Qwen3ForCausalLM, "
-             "Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM are)", path, a);
+             "Qwen3MoeForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM, MistralForCausalLM are)", path, a);
         return NULL;
     }
     const char *mt = NULL;
@@ -162,8 +164,71 @@ static const family *find_family(const cJSON *root, const char *path, char *err,
     }
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(mt, FAMILIES[i].model_type) == 0) return &FAMILIES[i];
-    errf(err, errlen, "%s: model_type \"%s\" is not supported (qwen3, qwen2, llama, mistral are)", path, mt);
+    errf(err, errlen, "%s: model_type \"%s\" is not supported (qwen3, qwen3_moe, qwen2, llama, mistral are)", path, mt);
     return NULL;
+}
+
+/* The mixture-of-experts fields of Qwen3MoeConfig, with its defaults
+ * (transformers 4.57 configuration_qwen3_moe.py): num_experts 128,
+ * num_experts_per_tok 8, moe_intermediate_size 768, norm_topk_prob false,
+ * decoder_sparse_step 1, mlp_only_layers []. Ranges are checked here so the
+ * loader and the router can size from them: 0 <= num_experts <= 4096,
+ * 1 <= num_experts_per_tok <= min(num_experts, 64), decoder_sparse_step >= 1
+ * (HF divides by it), every mlp_only_layers entry a distinct layer index. */
+static int parse_moe(model_config *c, const cJSON *root, const char *path, char *err, size_t errlen) {
+    c->n_experts = 128;
+    c->n_experts_per_tok = 8;
+    c->moe_intermediate_size = 768;
+    c->norm_topk_prob = 0;
+    c->decoder_sparse_step = 1;
+    if (get_int(root, "num_experts", &c->n_experts, path, err, errlen) < 0) return -1;
+    if (c->n_experts < 0) return errf(err, errlen, "%s: field \"num_experts\" must be >= 0 (got %d)", path, c->n_experts);
+    if (at_most(c->n_experts, 4096, "num_experts", path, err, errlen) ||
+        opt_pos(root, "num_experts_per_tok", &c->n_experts_per_tok, path, err, errlen) ||
+        at_most(c->n_experts_per_tok, 64, "num_experts_per_tok", path, err, errlen) ||
+        opt_pos(root, "moe_intermediate_size", &c->moe_intermediate_size, path, err, errlen) ||
+        at_most(c->moe_intermediate_size, 1 << 20, "moe_intermediate_size", path, err, errlen) ||
+        opt_pos(root, "decoder_sparse_step", &c->decoder_sparse_step, path, err, errlen) ||
+        get_bool(root, "norm_topk_prob", &c->norm_topk_prob, path, err, errlen) < 0)
+        return -1;
+    if (c->n_experts > 0 && c->n_experts_per_tok > c->n_experts)
+        return errf(err, errlen, "%s: field \"num_experts_per_tok\" (%d) is more than \"num_experts\" (%d)", path,
+                    c->n_experts_per_tok, c->n_experts);
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
+    if (mo && !cJSON_IsNull(mo)) {
+        if (!cJSON_IsArray(mo))
+            return errf(err, errlen, "%s: field \"mlp_only_layers\" must be a list of layer indices", path);
+        for (const cJSON *e = mo->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                e->valuedouble >= c->n_layers)
+                return errf(err, errlen, "%s: field \"mlp_only_layers\" holds %s; entries must be layer indices "
+                            "0..%d", path, cJSON_IsNumber(e) ? "a value that is not a layer index" : "a non-number", c->n_layers - 1);
+            int l = (int)e->valuedouble;
+            if (c->mlp_only[l / 8] & (1u << (l % 8)))
+                return errf(err, errlen, "%s: field \"mlp_only_layers\" lists layer %d twice", path, l);
+            c->mlp_only[l / 8] |= (unsigned char)(1u << (l % 8));
+        }
+    }
+    /* Shared experts (Qwen2-MoE) change the math and have no slot here. */
+    int shared = 0;
+    if (get_int(root, "shared_expert_intermediate_size", &shared, path, err, errlen) < 0) return -1;
+    if (shared > 0)
+        return errf(err, errlen, "%s: field \"shared_expert_intermediate_size\" is %d; shared experts are not supported",
+                    path, shared);
+    return 0;
+}
+
+int config_layer_is_sparse(const model_config *c, int layer) {
+    if (c->n_experts <= 0 || c->decoder_sparse_step <= 0 || layer < 0 || layer >= c->n_layers || layer >= 1024)
+        return 0;
+    if (c->mlp_only[layer / 8] & (1u << (layer % 8))) return 0;
+    return (layer + 1) % c->decoder_sparse_step == 0;
+}
+
+int config_has_experts(const model_config *c) {
+    for (int l = 0; l < c->n_layers; l++)
+        if (config_layer_is_sparse(c, l)) return 1;
+    return 0;
 }
 
 static int parse(model_config *c, const cJSON *root, const char *path, char *err, size_t errlen) {
@@ -264,7 +329,7 @@ static int parse(model_config *c, const cJSON *root, const char *path, char *err
     if (get_token_id(root, "bos_token_id", &c->bos_token_id, path, err, errlen) ||
         get_token_id(root, "eos_token_id", &c->eos_token_id, path, err, errlen))
         return -1;
-    return 0;
+    return fam->moe ? parse_moe(c, root, path, err, errlen) : 0;
 }
 
 /* A RoPE-type field ("rope_type", or "type" in older rope_scaling) that

@@ -25,7 +25,22 @@ typedef struct {
     int n_mtp_layers;        /* num_nextn_predict_layers (0 if absent) */
     int bos_token_id;        /* -1 if absent */
     int eos_token_id;        /* -1 if absent (first one if a list) */
+    /* Mixture of experts (Qwen3MoeForCausalLM); n_experts 0 = every layer dense.
+     * Which layers are sparse: config_layer_is_sparse. */
+    int n_experts;           /* num_experts */
+    int n_experts_per_tok;   /* num_experts_per_tok: experts each row is routed to */
+    int moe_intermediate_size;
+    int norm_topk_prob;      /* renormalise the top-k router weights to sum 1 */
+    int decoder_sparse_step; /* layer l sparse only when (l + 1) % step == 0 */
+    unsigned char mlp_only[128]; /* mlp_only_layers as a bitmap over layers 0..1023 */
 } model_config;
+
+/* 1 when decoder layer `layer` of c is a sparse (mixture-of-experts) layer,
+ * HF's rule (transformers' Qwen3MoeDecoderLayer): not in mlp_only_layers,
+ * num_experts > 0 and (layer + 1) % decoder_sparse_step == 0. */
+int config_layer_is_sparse(const model_config *c, int layer);
+/* 1 when any layer of c is sparse. */
+int config_has_experts(const model_config *c);
 
 int config_load(model_config *c, const char *path, char *err, size_t errlen);
 

@@ -6,6 +6,7 @@
 #include "layer.h"
 #include "comm.h"
 #include "errmsg.h"
+#include "moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ struct layer_scratch {
     size_t scores_floats;
     int scores_cap, scores_threads;
     kb_comm *comm;   /* tensor parallelism, NULL = one process */
+    moe_scratch *moe;   /* the sparse MLP's, when the config has experts; else NULL */
     /* RoPE's cos/sin of the last rows rotated (kb_rope_table), reused while
      * the positions repeat: a forward's layers all rotate the same rows, so
      * the table is computed once per forward instead of twice per layer
@@ -86,6 +88,10 @@ int layer_scratch_create(layer_scratch **out, const model_config *c, int max_row
             return errf(err, errlen, "layer scratch: out of memory for %d rows", max_rows);
         }
     }
+    if (config_has_experts(c) && moe_scratch_create(&s->moe, c, max_rows, err, errlen)) {
+        layer_scratch_free(s);
+        return -1;
+    }
     int cap = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
     if (!s->xb || !s->q || !s->k || !s->v || !s->att || !s->xo || !s->hg || !s->hu || !s->nctx || !s->kv_dst || !s->views || !s->span_rows ||
         alloc_scores(s, cap, kb_threads())) {
@@ -101,6 +107,7 @@ void layer_scratch_free(layer_scratch *s) {
     kb_free(s->xb); kb_free(s->q); kb_free(s->k); kb_free(s->v);
     kb_free(s->att); kb_free(s->xo); kb_free(s->hg); kb_free(s->hu);
     kb_free(s->scores);
+    moe_scratch_free(s->moe);
     free(s->nctx);
     free(s->kv_dst);
     free(s->views);
@@ -226,8 +233,14 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     tp_sum(s, s->xo, (size_t)n * H);
     kb_add(x, s->xo, n, H);
 
-    /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))) */
+    /* MLP: x += down(silu(gate(norm(x))) · up(norm(x))), or on a sparse
+     * layer the routed experts' weighted sum of the same (moe.h) */
     kb_rmsnorm(s->xb, x, w->mlp_norm, n, H, c->rms_norm_eps);
+    if (w->moe) {
+        moe_forward(s->moe, w->moe, s->xb, n, s->xo);
+        kb_add(x, s->xo, n, H);
+        return;
+    }
     {
         float *ys[] = {s->hg, s->hu};
         const kb_weight *ws[] = {&w->w_gate, &w->w_up};

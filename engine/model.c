@@ -14,11 +14,15 @@
  * Names are HF's: model.embed_tokens.weight, model.layers.N.self_attn.
  * {q,k,v,o}_proj.weight, .{q,k}_norm.weight (Qwen3), .{q,k,v}_proj.bias
  * (Qwen2), .mlp.{gate,up,down}_proj.weight, .input_layernorm.weight,
- * .post_attention_layernorm.weight, model.norm.weight, lm_head.weight.
- * Tensors the model does not use (MTP modules live in the same checkpoint)
- * are allowed and ignored. */
+ * .post_attention_layernorm.weight, model.norm.weight, lm_head.weight;
+ * on a Qwen3-MoE sparse layer the MLP is moe.c's (mlp.gate.weight and the
+ * experts, per expert or fused). Tensors the model does not use (MTP modules
+ * live in the same checkpoint) are allowed and ignored — except, in an MoE
+ * checkpoint, MLP tensors of the decoder layers that their layer's kind does
+ * not read (moe_check_names), which are refused by name. */
 #include "model.h"
 #include "errmsg.h"
+#include "moe.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -115,11 +119,14 @@ void layer_weights_free(layer_weights *lw) {
     kb_free(lw->bq);
     kb_free(lw->bk);
     kb_free(lw->bv);
+    moe_weights_free(lw->moe);
     memset(lw, 0, sizeof *lw);
 }
 
-int layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefix,
-                       const model_config *cfg, char *err, size_t errlen) {
+/* sparse: the layer's MLP is a mixture of experts (moe.c binds it) instead
+ * of mlp.{gate,up,down}_proj. */
+static int bind_layer(layer_weights *lw, const st_model *st, const char *prefix, const model_config *cfg, int sparse,
+                      char *err, size_t errlen) {
     memset(lw, 0, sizeof *lw);
     const int H = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
     const int q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
@@ -130,9 +137,10 @@ int layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefix
         model_bind_matrix(&lw->wk, st, NAME("self_attn.k_proj.weight"), kv_dim, H, err, errlen) ||
         model_bind_matrix(&lw->wv, st, NAME("self_attn.v_proj.weight"), kv_dim, H, err, errlen) ||
         model_bind_matrix(&lw->wo, st, NAME("self_attn.o_proj.weight"), H, q_dim, err, errlen) ||
-        model_bind_matrix(&lw->w_gate, st, NAME("mlp.gate_proj.weight"), I, H, err, errlen) ||
-        model_bind_matrix(&lw->w_up, st, NAME("mlp.up_proj.weight"), I, H, err, errlen) ||
-        model_bind_matrix(&lw->w_down, st, NAME("mlp.down_proj.weight"), H, I, err, errlen) ||
+        (sparse ? moe_weights_bind(&lw->moe, st, prefix, cfg, err, errlen) :
+                  model_bind_matrix(&lw->w_gate, st, NAME("mlp.gate_proj.weight"), I, H, err, errlen) ||
+                  model_bind_matrix(&lw->w_up, st, NAME("mlp.up_proj.weight"), I, H, err, errlen) ||
+                  model_bind_matrix(&lw->w_down, st, NAME("mlp.down_proj.weight"), H, I, err, errlen)) ||
         model_copy_vector(&lw->attn_norm, st, NAME("input_layernorm.weight"), H, err, errlen) ||
         model_copy_vector(&lw->mlp_norm, st, NAME("post_attention_layernorm.weight"), H, err, errlen);
     if (!rc && cfg->qk_norm)
@@ -148,6 +156,11 @@ int layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefix
         return -1;
     }
     return 0;
+}
+
+int layer_weights_bind(layer_weights *lw, const st_model *st, const char *prefix,
+                       const model_config *cfg, char *err, size_t errlen) {
+    return bind_layer(lw, st, prefix, cfg, 0, err, errlen);
 }
 
 void model_free(model *m) {
@@ -193,6 +206,14 @@ int model_load(model **out, const char *dir, char *err, size_t errlen) {
         goto fail;
 
     const model_config *c = &m->cfg;
+    /* Mixture of experts: CPU only for now (moe.c's router runs on the
+     * host); refused by name elsewhere rather than computed wrong. */
+    if (config_has_experts(c) && strcmp(kb_device(), "cpu")) {
+        errf(err, errlen, "%s: a mixture-of-experts model (%s, %d experts) runs on the CPU only; the %s backend "
+             "does not support MoE yet (use --device cpu)", dir, c->architecture, c->n_experts, kb_device());
+        goto fail;
+    }
+    if (config_has_experts(c) && moe_check_names(m->st, c, err, errlen)) goto fail;
     if (model_bind_matrix(&m->embed, m->st, "model.embed_tokens.weight", c->vocab_size,
                           c->hidden_size, err, errlen))
         goto fail;
@@ -204,7 +225,7 @@ int model_load(model **out, const char *dir, char *err, size_t errlen) {
     for (int l = 0; l < c->n_layers; l++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d.", l);
-        if (layer_weights_bind(&m->layers[l], m->st, prefix, c, err, errlen)) goto fail;
+        if (bind_layer(&m->layers[l], m->st, prefix, c, config_layer_is_sparse(c, l), err, errlen)) goto fail;
     }
     if (model_copy_vector(&m->final_norm, m->st, "model.norm.weight", c->hidden_size, err, errlen))
         goto fail;

@@ -10,9 +10,12 @@
 #include "config.h"
 #include "safetensors.h"
 
+struct moe_weights;
+
 typedef struct {
     kb_weight wq, wk, wv, wo;      /* [n_heads*hd, H], [n_kv*hd, H], [n_kv*hd, H], [H, n_heads*hd] */
-    kb_weight w_gate, w_up, w_down;/* [I, H], [I, H], [H, I] */
+    kb_weight w_gate, w_up, w_down;/* [I, H], [I, H], [H, I]; unset on a sparse layer */
+    struct moe_weights *moe;       /* sparse (mixture-of-experts) layer: router + experts (moe.h), else NULL */
     float *attn_norm;              /* [H]  input_layernorm */
     float *mlp_norm;               /* [H]  post_attention_layernorm */
     float *q_norm, *k_norm;        /* [hd] Qwen3 only, else NULL */

@@ -108,6 +108,14 @@ int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, 
     if (model_load(&m, dir, err, errlen)) return -1;
     if (tp == 1) { *out = m; return 0; }
     const model_config *c = &m->cfg;
+    /* Experts are not split across ranks yet: refuse rather than run each
+     * rank's whole expert set against sliced attention. */
+    if (config_has_experts(c)) {
+        errf(err, errlen, "%s: tensor parallelism (%d ranks) does not support mixture-of-experts models (%s) yet; "
+             "run it with one process", dir, tp, c->architecture);
+        model_free(m);
+        return -1;
+    }
     if (model_shard_config(c, rank, tp, &m->shard, &m->kv_head_lo, dir, err, errlen)) {
         model_free(m);
         return -1;

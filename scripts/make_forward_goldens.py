@@ -30,8 +30,15 @@ Output: OUT/golden.bin (format below, little-endian) and OUT/meta.json
            float32 hidden[n_hidden_pos][hidden]   output of decoder layer 0
                                                   (HF hidden_states[1])
 
+With --greedy N it also writes OUT/greedy.json: HF's greedy continuation
+(generate, do_sample=False) of N tokens after the first 40 tokens of the
+text prompt, with the top1-top2 margin at each step (so a test can see the
+path has no near-tie). --random-prompts and --boundary-only shrink the file
+for fixtures whose vocabulary makes each logit row large.
+
 Usage: .venv/bin/python scripts/make_forward_goldens.py --model DIR --out DIR
-       [--logit-positions N] [--max-bytes B]
+       [--logit-positions N] [--max-bytes B] [--random-prompts K]
+       [--boundary-only] [--greedy N]
 """
 import argparse
 import json
@@ -90,6 +97,11 @@ def fnv1a64_dir(model_dir):
     return h
 
 
+def boundary_positions(n):
+    """The first row, both sides of 128 (and 64), the last row."""
+    return sorted({p for p in (0, 63, 127, 128, 129, n - 1) if 0 <= p < n})
+
+
 def sample_positions(n, want):
     """Both sides of 63/64, 127/128/129 and 255/256, the ends, then positions
     spread by repeated halving (n/2, n/4, 3n/4, n/8, ...) up to `want`."""
@@ -112,6 +124,10 @@ def main():
     ap.add_argument("--hidden-positions", type=int, default=8)
     ap.add_argument("--max-bytes", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--random-prompts", type=int, default=2, choices=(0, 1, 2))
+    ap.add_argument("--boundary-only", action="store_true",
+                    help="logit and hidden rows at 0, 63, 127, 128, 129 and the last position only")
+    ap.add_argument("--greedy", type=int, default=0, help="greedy tokens to store in greedy.json")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -125,7 +141,7 @@ def main():
     prompts = [
         (0, torch.randint(0, vocab, (331,), generator=gen).tolist()),
         (0, torch.randint(0, vocab, (397,), generator=gen).tolist()),
-    ]
+    ][:args.random_prompts]
     tok_path = os.path.join(args.model, "tokenizer.json")
     if os.path.exists(tok_path):
         from tokenizers import Tokenizer
@@ -151,8 +167,8 @@ def main():
         top2 = np.sort(logits, axis=-1)[:, -2:]
         argmax = logits.argmax(axis=-1).astype(np.int32)
         margin = (top2[:, 1] - top2[:, 0]).astype(np.float32)
-        lpos = sample_positions(n, args.logit_positions)
-        hpos = sample_positions(n, args.hidden_positions)
+        lpos = boundary_positions(n) if args.boundary_only else sample_positions(n, args.logit_positions)
+        hpos = boundary_positions(n) if args.boundary_only else sample_positions(n, args.hidden_positions)
         out += struct.pack("<4i", kind, n, len(lpos), len(hpos))
         out += np.asarray(ids, dtype="<i4").tobytes()
         out += argmax.astype("<i4").tobytes()
@@ -168,6 +184,21 @@ def main():
         print(f"prompt ({'text' if kind else 'random'}): {n} tokens, logit rows at {lpos}, "
               f"min top1-top2 margin {margin.min():.3g}, max |logit| {np.abs(logits).max():.3g}")
 
+    greedy = None
+    if args.greedy > 0:
+        text = [ids for kind, ids in prompts if kind == 1]
+        if not text:
+            sys.exit("--greedy needs DIR/tokenizer.json (the text prompt)")
+        prompt = text[0][:40]
+        with torch.no_grad():
+            res = model.generate(torch.tensor([prompt]), max_new_tokens=args.greedy, min_new_tokens=args.greedy,
+                                 do_sample=False, output_scores=True, return_dict_in_generate=True,
+                                 pad_token_id=0)
+        tokens = res.sequences[0, len(prompt):].tolist()
+        margins = [float(t[0].topk(2).values[0] - t[0].topk(2).values[1]) for t in res.scores]
+        greedy = {"prompt_ids": prompt, "tokens": tokens, "margins": margins}
+        print(f"greedy: {len(tokens)} tokens after a {len(prompt)}-token prompt, min margin {min(margins):.3g}")
+
     if len(out) > args.max_bytes:
         sys.exit(f"golden.bin would be {len(out)} bytes (> {args.max_bytes}); "
                  f"lower --logit-positions")
@@ -177,6 +208,10 @@ def main():
     with open(os.path.join(args.out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
+    if greedy is not None:
+        with open(os.path.join(args.out, "greedy.json"), "w") as f:
+            json.dump(greedy, f)
+            f.write("\n")
     print(f"wrote {os.path.join(args.out, 'golden.bin')}: {len(out)} bytes")
 
 

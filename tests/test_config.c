@@ -216,6 +216,60 @@ static void test_bad(void) {
     CHECK(config_load(&c, path, err, sizeof err) != 0 && strstr(err, path));
 }
 
+/* Qwen3-MoE: HF's defaults, the sparse-layer rule of transformers'
+ * Qwen3MoeDecoderLayer (not in mlp_only_layers, num_experts > 0,
+ * (layer + 1) % decoder_sparse_step == 0), and the ranges refused. */
+static void test_moe(void) {
+    model_config c;
+    char err[512] = "";
+    int rc = config_load(&c, tu_path("tests/fixtures/qwen3-moe-tiny/config.json"), err, sizeof err);
+    CHECKF(rc == 0, "%s", err);
+    CHECK(strcmp(c.architecture, "Qwen3MoeForCausalLM") == 0 && strcmp(c.model_type, "qwen3_moe") == 0);
+    CHECK(c.n_experts == 8 && c.n_experts_per_tok == 2 && c.moe_intermediate_size == 32 && c.norm_topk_prob == 1);
+    CHECK(c.decoder_sparse_step == 1 && c.qk_norm == 1 && c.head_dim == 16 && c.intermediate_size == 64);
+    CHECK(config_layer_is_sparse(&c, 0) && !config_layer_is_sparse(&c, 1) && config_layer_is_sparse(&c, 2));
+    CHECK(!config_layer_is_sparse(&c, 3) && !config_layer_is_sparse(&c, -1) && config_has_experts(&c));
+
+#define QM "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": 128, " \
+           "\"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"vocab_size\": 4096"
+    expect_ok(&c, "qwen3_moe defaults", QM "}");
+    CHECK(c.n_experts == 128 && c.n_experts_per_tok == 8 && c.moe_intermediate_size == 768);
+    CHECK(c.norm_topk_prob == 0 && c.decoder_sparse_step == 1 && c.head_dim == 16);
+    for (int l = 0; l < 6; l++) CHECK(config_layer_is_sparse(&c, l));
+    expect_ok(&c, "sparse step 2, mlp_only [3]", QM ", \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3],"
+              "\"num_experts\": 4, \"num_experts_per_tok\": 4, \"norm_topk_prob\": true}");
+    /* (l + 1) % 2 == 0: layers 1, 3, 5; 3 is mlp-only */
+    int want[6] = {0, 1, 0, 0, 0, 1};
+    for (int l = 0; l < 6; l++) CHECKF(config_layer_is_sparse(&c, l) == want[l], "layer %d", l);
+    expect_ok(&c, "num_experts 0: all dense", QM ", \"num_experts\": 0}");
+    CHECK(!config_has_experts(&c));
+    expect_ok(&c, "model_type qwen3_moe", "{\"model_type\": \"qwen3_moe\", " BASE_FIELDS ", \"mlp_only_layers\": null}");
+    CHECK(c.n_experts == 128 && config_has_experts(&c));
+    /* a dense family ignores the MoE fields (transformers' Qwen3Config has none) */
+    expect_ok(&c, "qwen3 with num_experts", "{\"architectures\": [\"Qwen3ForCausalLM\"], " BASE_FIELDS
+              ", \"num_experts\": 8}");
+    CHECK(c.n_experts == 0 && !config_has_experts(&c));
+
+    expect_fail("top-k above experts", QM ", \"num_experts\": 4, \"num_experts_per_tok\": 5}", "\"num_experts_per_tok\"",
+                "more than");
+    expect_fail("top-k 0", QM ", \"num_experts_per_tok\": 0}", "\"num_experts_per_tok\"", "> 0");
+    expect_fail("top-k 65", QM ", \"num_experts_per_tok\": 65}", "\"num_experts_per_tok\"", "at most");
+    expect_fail("negative experts", QM ", \"num_experts\": -1}", "\"num_experts\"", ">= 0");
+    expect_fail("huge experts", QM ", \"num_experts\": 100000}", "\"num_experts\"", "at most");
+    expect_fail("sparse step 0", QM ", \"decoder_sparse_step\": 0}", "\"decoder_sparse_step\"", "> 0");
+    expect_fail("moe_intermediate_size 0", QM ", \"moe_intermediate_size\": 0}", "\"moe_intermediate_size\"", NULL);
+    expect_fail("mlp_only_layers past the end", QM ", \"mlp_only_layers\": [6]}", "\"mlp_only_layers\"", "0..5");
+    expect_fail("mlp_only_layers negative", QM ", \"mlp_only_layers\": [-1]}", "\"mlp_only_layers\"", NULL);
+    expect_fail("mlp_only_layers twice", QM ", \"mlp_only_layers\": [2, 2]}", "\"mlp_only_layers\"", "twice");
+    expect_fail("mlp_only_layers a string", QM ", \"mlp_only_layers\": \"1\"}", "\"mlp_only_layers\"", NULL);
+    expect_fail("mlp_only_layers [1.5]", QM ", \"mlp_only_layers\": [1.5]}", "\"mlp_only_layers\"", NULL);
+    expect_fail("norm_topk_prob 1", QM ", \"norm_topk_prob\": 1}", "\"norm_topk_prob\"", NULL);
+    expect_fail("shared experts", QM ", \"shared_expert_intermediate_size\": 64}", "shared experts", NULL);
+    expect_fail("qwen3_moe vs qwen3", "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3\", "
+                BASE_FIELDS "}", "contradicts", NULL);
+#undef QM
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/specbed_cfg_XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
@@ -223,6 +277,7 @@ int main(void) {
     test_fixture_config();
     test_families();
     test_bad();
+    test_moe();
     remove(cfg_path);
     rmdir(tmpdir);
     return tu_done("test_config");

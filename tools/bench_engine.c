@@ -26,6 +26,7 @@
 #include "csv_row.h"
 #include "forward.h"
 #include "generate.h"
+#include "moe.h"
 #include "cli_tp.h"
 #include "cli_device.h"
 
@@ -92,6 +93,14 @@ static size_t weight_bytes(const model *m) {
         const layer_weights *w = &m->layers[l];
         const kb_weight *ws[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
         for (int i = 0; i < 7; i++) b += (size_t)ws[i]->rows * ws[i]->cols * kb_dtype_size(ws[i]->dt);
+        /* a sparse layer (moe.h): the router and the k experts one decode row
+         * is routed to (every expert has the same shape); several rows read
+         * the union of theirs, which this per-token figure does not cover */
+        if (w->moe) {
+            const kb_weight *ms[4] = {&w->moe->router, &w->moe->gate[0], &w->moe->up[0], &w->moe->down[0]};
+            for (int i = 0; i < 4; i++)
+                b += (size_t)(i ? w->moe->top_k : 1) * ms[i]->rows * ms[i]->cols * kb_dtype_size(ms[i]->dt);
+        }
     }
     b += (size_t)m->lm_head.rows * m->lm_head.cols * kb_dtype_size(m->lm_head.dt);
     return b;

@@ -12,6 +12,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t n) {
         if (c.hidden_size <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 ||
             c.n_heads % c.n_kv_heads || c.head_dim <= 0 || c.vocab_size <= 0 || !(c.rope_theta > 0))
             __builtin_trap();
+        /* mixture of experts: what moe.c sizes from */
+        if (config_has_experts(&c) && (c.n_experts <= 0 || c.n_experts_per_tok <= 0 ||
+                                       c.n_experts_per_tok > c.n_experts || c.moe_intermediate_size <= 0 ||
+                                       c.decoder_sparse_step <= 0))
+            __builtin_trap();
     } else if (!err[0]) {
         __builtin_trap();
     }

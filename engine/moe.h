@@ -1,0 +1,62 @@
+/* moe.h — the sparse (mixture-of-experts) MLP of a Qwen3-MoE decoder layer:
+ * the router and the experts' weights bound from a checkpoint, and their
+ * forward over a set of rows (CPU only; model_load refuses MoE elsewhere).
+ *
+ * Weights (transformers' names under prefix "model.layers.L."):
+ *   mlp.gate.weight                        router [E, H]
+ * and the experts in one of two layouts, never both:
+ *   per expert, as the released checkpoints store them:
+ *     mlp.experts.e.{gate,up}_proj.weight  [I, H],  mlp.experts.e.down_proj.weight [H, I]
+ *   fused, as transformers 5 keeps them (conversion_mapping.py "qwen2_moe",
+ *   which qwen3_moe copies: the experts stacked on dim 0, gate then up
+ *   concatenated on dim 1; MixtralExperts reads gate_up_proj[e] with
+ *   linear(...).chunk(2): gate first):
+ *     mlp.experts.gate_up_proj             [E, 2·I, H]
+ *     mlp.experts.down_proj                [E, H, I]
+ * Expert e's matrices are kb_weights pointing into the mapping either way,
+ * so the two layouts compute bit-identical results.
+ *
+ * The forward (moe_forward): router logits = x·gateᵀ (kb_matmul); softmax in
+ * float32; the top k by probability, the lower expert index winning a tie;
+ * with norm_topk_prob the k weights divided by their sum; each expert a
+ * SwiGLU MLP over the rows routed to it (kb_matmul, batch-invariant); each
+ * row's output the weighted sum of its experts' outputs added in ascending
+ * expert index from zero (the order of HF's index_add_ loop). A row's
+ * arithmetic never depends on which other rows share its experts. */
+#ifndef SPECBED_MOE_H
+#define SPECBED_MOE_H
+#include "backend.h"
+#include "config.h"
+#include "safetensors.h"
+
+typedef struct moe_weights {
+    int n_experts, top_k, inter, hidden;
+    int fused;               /* 1: bound from the fused 3-D tensors */
+    kb_weight router;        /* [E, H] */
+    kb_weight *gate, *up;    /* [E] of [I, H] */
+    kb_weight *down;         /* [E] of [H, I] */
+} moe_weights;
+
+/* Binds the sparse MLP of the layer whose tensors start with prefix
+ * ("model.layers.3."). *out is malloc'd; free with moe_weights_free. Errors
+ * name the tensor (missing, wrong shape, both layouts present). */
+int  moe_weights_bind(moe_weights **out, const st_model *st, const char *prefix, const model_config *c,
+                      char *err, size_t errlen);
+void moe_weights_free(moe_weights *w);
+
+/* Every tensor under "model.layers.L.mlp." (L < n_layers) must be one that
+ * layer's kind reads: a sparse layer's router and experts in one layout, a
+ * dense layer's gate/up/down. Anything else (a shared expert, an expert
+ * index ≥ num_experts, expert tensors on a dense layer) is refused by name
+ * rather than ignored. */
+int  moe_check_names(const st_model *st, const model_config *c, char *err, size_t errlen);
+
+typedef struct moe_scratch moe_scratch;
+int  moe_scratch_create(moe_scratch **out, const model_config *c, int max_rows, char *err, size_t errlen);
+void moe_scratch_free(moe_scratch *s);
+
+/* y[n, H] = the sparse MLP of rows x[n, H] (already post_attention_layernorm'd).
+ * n ≤ the scratch's max_rows. */
+void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, float *y);
+
+#endif
