@@ -26,7 +26,7 @@
  * That leaves the f32 numerics (|error| up to 2⁻⁸·Σ|x·w| from rounding x,
  * against γ_n·Σ|x·w|), so it never is the default: it is the speed of the
  * BF16 units (1.4–1.5x the widened FMAs for 4–48 rows on this project's EPYC,
- * bench/README.md) for whoever accepts bf16 activations, as bf16 serving
+ * bench/RECORD.md) for whoever accepts bf16 activations, as bf16 serving
  * stacks do. Rows stay invariant on it (one order per output, whatever the
  * batch). f32 and f16 weights take the widened path on it unchanged.
  * Register tiles (32 zmm): R x rows × J weight rows, R·J accumulators plus

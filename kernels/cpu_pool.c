@@ -23,7 +23,7 @@
  * `yes` and a training run busy beside a 1-row decode, the caller spent
  * 37–100% of its run time runnable but not running with no chunk wait at
  * all, and the pool never went solo (beside two bursty processes: 10%, and
- * 0.81x of one thread; bench/README.md). So the caller keeps account: over
+ * 0.81x of one thread; bench/RECORD.md). So the caller keeps account: over
  * each window of calls (≥ WINDOW_NS and ≥ WINDOW_CALLS, starting at the
  * first call), the workers' chunk time is what the pool saved it; its own
  * waits for claimed chunks plus its run-queue delay (the kernel's

@@ -8,7 +8,7 @@
  * pushed the target's weights out of the 8–16 MB of L3 this VM's core gets
  * (and the target the drafter's), a 1-row target step took 1.3 ms instead
  * of 0.3 (a throw-away driver timing fwd_run after sweeping 4 MB of other
- * memory; bench/README.md). Each k step of a tile prefetches the same
+ * memory; bench/RECORD.md). Each k step of a tile prefetches the same
  * k slice of the tile CPU_PF_TILES ahead (the rows are contiguous, so the
  * slice is J·16·esize bytes of one span), into L2 (T1), leaving L1 to
  * x and the accumulators. Only the first pass over a block's weights (its

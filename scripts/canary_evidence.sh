@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # canary_evidence.sh — the canary's first validation benchmark, one fault
 # profile only; scripts/canary_power.sh supersedes it (every fault kind,
-# false alarms, time from /health, the collision power curve; bench/README.md
+# false alarms, time from /health, the collision power curve; bench/RECORD.md
 # "Canary power"). Kept for a quick check:
 # N cold launches of `specbed serve --inject-fault` (the default fault
 # profile) and N clean cold launches, each checked by `specbed canary

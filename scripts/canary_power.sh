@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# canary_power.sh — the canary's proven power (bench/README.md, "Canary
+# canary_power.sh — the canary's proven power (bench/RECORD.md, "Canary
 # power"): for each server fault kind (spec/fault.h), cold launches with the
 # fault and clean cold launches, each judged by `specbed canary --launch`;
 # detection rate, false alarms, seconds from the first /health 200 to the

@@ -5,7 +5,7 @@ Owns: choosing the ngram drafter's defaults (spec/drafter_ngram.h: n_max,
 n_min, spec_factor) from the target's own greedy text and a measured verify
 cost curve, over many more prompts than a timed bench_spec run can afford.
 Must not: be needed by tests, or stand in for bench_spec's timed
-measurement (bench/README.md records both).
+measurement (bench/RECORD.md records both).
 
 Method: the target's greedy continuation of each workload prompt (HF
 transformers, greedy; specbed's greedy output equals it token for token) is

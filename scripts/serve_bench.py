@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """serve_bench.py — a small closed-loop load driver for `specbed serve` (or
 any OpenAI-compatible server), used for the serving numbers in
-bench/README.md until `specbed load` is wired into the binary. Standard
+bench/RECORD.md until `specbed load` is wired into the binary. Standard
 library only.
 
 For each concurrency C it keeps C streaming /v1/completions requests in

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: set up, build with warnings as errors
 # and AddressSanitizer + UndefinedBehaviorSanitizer, run every ctest test but
-# the slow label. Extra arguments go to ctest (e.g. -L unit, -R tokenizer).
+# the slow label, as many at once as there are cores. Extra arguments go to
+# ctest (e.g. -L unit, -R tokenizer, -j1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build-test}"
-BUILD_TYPE=RelWithDebInfo "$ROOT/scripts/build.sh" -DSPECBED_WERROR=ON -DSPECBED_SANITIZE=ON
+# The CUDA backend goes into this build only where a GPU is visible for
+# test_cuda to run on (SPECBED_TEST_CUDA=ON|OFF overrides): elsewhere
+# test_cuda can only skip, and nvcc compiling kernels/*.cu for two
+# architectures was 22 of the build's 234 CPU-seconds on the 2-core
+# machine (4 Dec). scripts/build.sh still compiles them wherever nvcc is, and CI
+# compiles them with warnings as errors (.ci/run).
+cuda="${SPECBED_TEST_CUDA:-OFF}"
+if [ -z "${SPECBED_TEST_CUDA:-}" ] && command -v nvidia-smi >/dev/null 2>&1 &&
+   nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  cuda=ON
+fi
+BUILD_TYPE=RelWithDebInfo "$ROOT/scripts/build.sh" -DSPECBED_WERROR=ON -DSPECBED_SANITIZE=ON -DSPECBED_CUDA="$cuda"
 cd "$BUILD_DIR"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -14,5 +26,10 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # 10-20x slower. test_kernels sets its own thread counts to prove that results
 # do not depend on them.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-# The slow label (full depth × batch sweeps) runs in Release: scripts/test_slow.sh.
-ctest --output-on-failure --timeout 900 -LE slow "$@"
+# One test per core (CTEST_PARALLEL_LEVEL overrides). The tests that time
+# themselves against deadlines run alone (RUN_SERIAL), the 2-rank MPI tests
+# hold two cores (PROCESSORS 2), and the ones that start servers and load
+# them never overlap each other (RESOURCE_LOCK): tests/CMakeLists.txt.
+# The slow label (full depth × batch sweeps, long fuzz runs) runs in
+# Release: scripts/test_slow.sh.
+ctest --output-on-failure --timeout 900 -LE slow -j "${CTEST_PARALLEL_LEVEL:-$(nproc)}" "$@"

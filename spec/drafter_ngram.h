@@ -8,7 +8,7 @@
  * then drafts the whole depth, not 1 token).
  * spec_factor is SuffixDecoding's max_spec_factor (arXiv 2411.04975; vLLM's
  * suffix_decoding_max_spec_factor): a longer match earns a longer draft,
- * because verify rows cost (bench/README.md "The ngram drafter's length"). */
+ * because verify rows cost (bench/RECORD.md "The ngram drafter's length"). */
 #ifndef SPECBED_DRAFTER_NGRAM_H
 #define SPECBED_DRAFTER_NGRAM_H
 #include "drafter.h"

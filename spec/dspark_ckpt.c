@@ -212,7 +212,7 @@ int dspark_ckpt_load(dspark_ckpt *c, const char *dir, const model *t, char *err,
     c->reduced_head = N && N != V && lh && lh->ndim == 2 && lh->shape[0] == N;
     /* DeepSpec saves frozen copies of the target's embedding and head: when
      * the bytes are the target's, use the target's weights (one copy in the
-     * cache instead of two; measured in bench/README.md) */
+     * cache instead of two; measured in bench/RECORD.md) */
     c->shared_embed = model_tensor_is_target(c->st, "embed_tokens.weight", t, 0);
     c->shared_lm_head = !c->reduced_head && model_tensor_is_target(c->st, "lm_head.weight", t, 1);
     int re = c->shared_embed ? 0 : optional_matrix(&c->embed, c->st, "embed_tokens.weight", V, H, err, el);

@@ -1,6 +1,6 @@
 /* fault.h — fault injection for canary validation (serve --inject-fault):
  * one kind per published incident, so that the canary can be shown to
- * catch each (bench/README.md has the evidence). A server running one says
+ * catch each (bench/RECORD.md has the evidence). A server running one says
  * so loudly at startup; none of this runs unless asked for.
  *
  *   collision  the SGLang/SM120 DSpark depth-5 hazard: a kernel's transient

@@ -133,7 +133,7 @@ static void choose(void *ctx, spec_proposal *props, int n) {
      * out made a dear drafting pass look free and cut DSpark (1.3 ms per
      * pass against 0.3-0.9 ms for 1-6 verify rows on this CPU) to one
      * verified draft a step, below what fixed verification gained with the
-     * same drafts (bench/README.md). */
+     * same drafts (bench/RECORD.md). */
     vpolicy_draft_cost dc = drafting_cost(s->o.cost, props, n);
     s->next_thr = (float)vpolicy_admit(s->o.cost, (const float (*)[SPEC_MAX_DEPTH])s->a, s->kmax, n, s->ell, &dc);
     /* Only a batch's threshold says something about the next batch: a
@@ -142,7 +142,7 @@ static void choose(void *ctx, spec_proposal *props, int n) {
      * was often lower, letting drafts through that choose() then cut:
      * MTP at depth 8, 8 prompts × 160 tokens, single stream: 598 → 210
      * unverified drafts under confidence, 489 → 128 under adaptive, the
-     * same drafts verified and accepted (bench/README.md). */
+     * same drafts verified and accepted (bench/RECORD.md). */
     s->have_thr = n > 1;
     for (int r = 0; r < n; r++) props[r].k = s->ell[r];
 }
@@ -158,7 +158,7 @@ static void choose(void *ctx, spec_proposal *props, int n) {
  * the lower of the two instead kept drafting nearly everything a CPU batch
  * then cut (bench_spec --batch 4, depth 4, code: unverified drafts per step
  * MTP 2.87 → 1.00, DSpark 2.15 → 0.02 under confidence; accept length
- * within 0.06; bench/README.md). When the drafter gives draft k's own
+ * within 0.06; bench/RECORD.md). When the drafter gives draft k's own
  * signal ahead (conf_ahead), the bound is draft k's survival itself, and
  * for a single stream keep() then answers exactly what choose() will: no
  * draft is computed that is not verified. Only signals fixed before each
@@ -197,7 +197,7 @@ static int keep(void *ctx, const spec_proposal *p) {
  * gate brings it back to PROBE_MIN. Resetting it after any accepted probe
  * instead kept DSpark, whose first drafts are often accepted but whose
  * drafting does not pay on this CPU, probing every 16 steps: 0.74x of
- * speculation off against ≈ 1.0x (bench/README.md). The price: a drafter
+ * speculation off against ≈ 1.0x (bench/RECORD.md). The price: a drafter
  * that does pay but starts from the pessimistic prior (0.5) opens late.
  * Without drafter costs in the table the gate stays open. */
 #define PROBE_MIN 16

@@ -28,7 +28,7 @@ run clean ""
 [ "$rc" = 0 ] || fail "clean server: canary exited $rc (want 0): $(grep -h 'FAIL\|canary ' "$WORK/clean.txt" | head -8)"
 grep -q '"verdict":[[:space:]]*"pass"' "$WORK/clean/canary.json" || fail "clean verdict is not pass"
 
-# each fault, and the check that must catch it (bench/README.md: the incident each reproduces).
+# each fault, and the check that must catch it (bench/RECORD.md: the incident each reproduces).
 # collision corrupts a qualifying verify step with probability p (default 0.25):
 # p=1 here, so that how many steps it corrupts in 8 s does not depend on how fast
 # the machine (or a sanitizer build) runs; the fault is the same.

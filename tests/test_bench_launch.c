@@ -63,7 +63,7 @@ static void test_launch_off(void) {
            "-md d.gguf --draft-max {depth} --draft-min 0 --draft-p-min 0.5 -ngld 99");
     off_is("llama-server --model t.gguf --model-draft d.gguf --draft {depth} --spec-replace a b --port {port}",
            "llama-server --model t.gguf --port {port}", NULL);
-    /* bench/README.md's llama-server sweep (llama.cpp 0.3.36 flags; -td/-tbd are the draft model's threads) */
+    /* bench/RECORD.md's llama-server sweep (llama.cpp 0.3.36 flags; -td/-tbd are the draft model's threads) */
     off_is("S -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-n-max {depth} --spec-draft-n-min 0 "
            "--host 127.0.0.1 --port {port} --metrics -c 4096 -np 4 --temp 0 -t 1 -tb 1 -td 1 -tbd 1",
            "S -m t.gguf --host 127.0.0.1 --port {port} --metrics -c 4096 -np 4 --temp 0 -t 1 -tb 1", NULL);

@@ -4,7 +4,7 @@
  * byte from a hostile or corrupted server would make outputs.jsonl,
  * reference.jsonl or canary.json unreadable to a strict parser.
  *
- * The rule (bench/README.md): every byte that does not begin a valid UTF-8
+ * The rule (bench/RECORD.md): every byte that does not begin a valid UTF-8
  * sequence (stray continuation bytes, truncated or overlong sequences,
  * encoded surrogates, code points above U+10FFFF) is replaced by U+FFFD,
  * one per byte; the string's object gets a sibling "KEY_invalid_utf8": N
