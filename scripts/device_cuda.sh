@@ -251,7 +251,7 @@ step "bench_engine cuda tiny (invariant)" 30 "$BENCH" "${RUN_ENV[@]}" "$B/bench_
 SPEC="$R/bench_spec.log"
 step "bench_spec cuda (tiny models, code, depths 1-4)" 75 "$SPEC" "${RUN_ENV[@]}" "$B/bench_spec" \
   --model "$ROOT/models/tiny" --draft-model "$ROOT/models/tiny-draft" --dspark-model "$ROOT/models/tiny-dspark" \
-  --dspark-final-tap normed --drafters ngram,draft,mtp,dspark --workloads code --num-prompts 4 --max-tokens 80 --depths 1-4 --device cuda \
+  --drafters ngram,draft,mtp,dspark --workloads code --num-prompts 4 --max-tokens 80 --depths 1-4 --device cuda \
   --out "$R/spec_cuda.csv"
 grep -iE "speed|mismatch|x " "$SPEC" | tail -25
 

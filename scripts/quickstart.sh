@@ -48,7 +48,7 @@ fi
 if grep -Eq '"num_nextn_predict_layers"[[:space:]]*:[[:space:]]*[1-9]' "$MODEL/config.json"; then avail+=(mtp); fi
 if [ -f "$ROOT/models/tiny-dspark/config.json" ]; then
   # its tap of the target's final layer was trained after the final norm (models/README.md)
-  avail+=(dspark); ARGS+=(--drafter-args "dspark=--draft-model $ROOT/models/tiny-dspark --dspark-final-tap normed")
+  avail+=(dspark); ARGS+=(--drafter-args "dspark=--draft-model $ROOT/models/tiny-dspark")
   BLOCK=(--drafter-config "$ROOT/models/tiny-dspark/config.json")   # the block size it would impose
   ARGS+=("${BLOCK[@]}")
 fi

@@ -33,10 +33,11 @@ static sc_resp call(const char *base, const char *method, const char *path, cons
     return r;
 }
 
-static server *start(server_opts *o, char *base, size_t cap) {
+/* Starts a server on the model in dir (the fixture when NULL). */
+static server *start_dir(server_opts *o, const char *dir, char *base, size_t cap) {
     char err[1024];
     server *s;
-    o->model_dir = tu_path("tests/fixtures/qwen3-tied");
+    o->model_dir = dir ? dir : tu_path("tests/fixtures/qwen3-tied");
     o->port = 0;
     if (server_create(&s, o, err, sizeof err)) {
         fprintf(stderr, "server_create: %s\n", err);
@@ -45,6 +46,8 @@ static server *start(server_opts *o, char *base, size_t cap) {
     snprintf(base, cap, "http://127.0.0.1:%d", server_port(s));
     return s;
 }
+
+static server *start(server_opts *o, char *base, size_t cap) { return start_dir(o, NULL, base, cap); }
 
 static double metric(const char *base, const char *series) {
     sc_resp r = call(base, "GET", "/metrics", NULL, KEY);
@@ -492,6 +495,95 @@ static void test_nul_text(void) {
     sc_resp_free(&r);
 }
 
+/* The "content" strings of a chat response or SSE stream, concatenated as
+ * they stand in the JSON (escapes kept: cJSON would end a string at \u0000). */
+static void raw_contents(const char *body, char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *p = body; (p = strstr(p, "\"content\":\"")) != NULL;) {
+        p += strlen("\"content\":\"");
+        for (; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1]) {   /* an escape: both characters */
+                if (o + 1 < cap) out[o++] = *p;
+                p++;
+            }
+            if (o + 1 < cap) out[o++] = *p;
+        }
+        out[o] = 0;
+    }
+}
+
+/* The chat route keeps a generated NUL too. A request cannot carry one
+ * (refused) and the fixture does not generate token 188, so this serves the
+ * fixture's weights with a tokenizer whose vocabulary swaps two entries:
+ * "nchannels", which the fixture generates greedily after "hi", and "Ā",
+ * the byte-level form of the byte 0x00. The model then generates the same
+ * ids, which decode to NUL bytes. */
+static void test_nul_chat(void) {
+    job j = {.chat = 1, .prompt = "hi", .max_tokens = 3, .depth = -1, .logprobs = -1};
+    char *plain = run_job(BASE, &j, NULL, 0);
+    CHECKF(plain && !strcmp(plain, "\nnchannelsnchannels"),
+           "the fixture's greedy reply to 'hi' is no longer \"\\nnchannelsnchannels\" (got '%s'): pick the swapped "
+           "entry anew", plain ? plain : "(null)");
+    free(plain);
+    char dir[] = "/tmp/test_server_nul_XXXXXX", path[512];
+    CHECK(mkdtemp(dir) != NULL);
+    static const char *const links[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
+        char src[512];
+        snprintf(src, sizeof src, "%s/%s", tu_path("tests/fixtures/qwen3-tied"), links[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, links[i]);
+        CHECKF(symlink(src, path) == 0, "symlink %s", path);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.json", tu_path("tests/fixtures/qwen3-tied"));
+    char *txt = tu_read_file(path, NULL);
+    cJSON *tj = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tj, "model"), "vocab");
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(vocab, "nchannels"), *b = cJSON_GetObjectItemCaseSensitive(vocab, "\xC4\x80");
+    CHECKF(cJSON_IsNumber(a) && cJSON_IsNumber(b), "the fixture's vocabulary lacks 'nchannels' or the NUL byte");
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b)) { cJSON_Delete(tj); return; }
+    double ida = a->valuedouble;
+    cJSON_SetNumberValue(a, b->valuedouble);
+    cJSON_SetNumberValue(b, ida);
+    char *out = cJSON_PrintUnformatted(tj);
+    cJSON_Delete(tj);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f && out && fputs(out, f) >= 0);
+    if (f) fclose(f);
+    free(out);
+
+    server_opts o;
+    server_opts_default(&o);
+    o.api_key = KEY;
+    o.served_name = "qwen3-tied";
+    o.log = tmpfile();
+    char base[64], got[256];
+    server *s = start_dir(&o, dir, base, sizeof base);
+    CHECK(s != NULL);
+    for (int stream = 0; s && stream < 2; stream++) {
+        j.stream = stream;
+        char *body = job_body(&j);
+        sc_resp r = call(base, "POST", "/v1/chat/completions", body, KEY);
+        free(body);
+        raw_contents(r.body ? r.body : "", got, sizeof got);
+        CHECKF(r.status == 200 && !strcmp(got, "\\n\\u0000\\u0000"), "chat%s reply with NULs: %ld content '%s' in %.400s",
+               stream ? " stream" : "", r.status, got, r.body);
+        sc_resp_free(&r);
+    }
+    if (s) server_free(s);
+    if (o.log) fclose(o.log);
+    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, links[i]);
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    remove(path);
+    rmdir(dir);
+}
+
 static void test_batch_invariance(void) {
     for (int i = 0; i < 8; i++) {
         REF[i] = run_job(BASE, &MIX[i], NULL, 0);
@@ -826,6 +918,7 @@ int main(void) {
         test_errors();
         test_bom();
         test_nul_text();
+        test_nul_chat();
         test_batch_invariance();
         test_16_clients();
         test_disconnect();

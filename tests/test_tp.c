@@ -296,9 +296,8 @@ int main(int argc, char **argv) {
     model_case bundled[] = {
         {"models/tiny", {{"ngram", {.name = "ngram"}, 1, NULL},
                          {"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 1, NULL},
-                         /* its final-layer tap was trained after the final norm (models/README.md) */
                          {"dspark", {.name = "dspark", .draft_model = p_dspark, .max_seqs = 8,
-                                     .quiet = 1, .dspark_final_tap = DSPARK_FINAL_TAP_NORMED}, 1, NULL},
+                                     .quiet = 1}, 1, NULL},
                          {"draft", {.name = "draft", .draft_model = p_draft, .max_seqs = 8}, 1, NULL}}},
     };
     const model_case *cases = part == TU_FIXTURES ? fixtures : bundled;
