@@ -235,7 +235,7 @@ def main():
     w("| tiny-draft/ | draft model: `Qwen3ForCausalLM`, %s layers, same tokenizer | bf16 safetensors (%.1f MB) |\n"
       % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
     w("Reproduce everything (not part of CI; about three and a half hours on 2 cores: the target's stage 1 "
-      "60 min on a loaded machine, stages 2–4 64 min, MTP 12, the 3-layer DSpark's two stages 41, the draft "
+      "60 min on a loaded machine, stages 2–4 64 min, MTP 12, the 3-layer DSpark's two stages 56 (4 Dec retrain on taps 0 1 2, loaded machine), the draft "
       "model 7, goldens and evaluation 2; the wall times below): `scripts/train_tiny.sh`.\n")
 
     w("## Corpus\n")
@@ -398,7 +398,7 @@ def main():
         if dcfg["num_target_layers"] - 1 in dcfg["target_layer_ids"]:
             w("%d draft layers over %d taps, the final layer's among them (until 3 Dec 2 layers over taps 1 2): "
               "a draft layer makes one content match against the context, so a block copies about one slot per "
-              "layer (bench/README.md, \"Why DSpark's slots 2–5 stay low\")." % (
+              "layer (bench/RECORD.md, \"Why DSpark's slots 2–5 stay low\")." % (
                   dcfg["num_hidden_layers"], len(dcfg["target_layer_ids"])))
             w("Portability: vLLM and SGLang collect a drafter's target taps as the residual stream entering "
               "decoder layer L + 1, inside their layer loop, which has no entry after the final layer; a drafter "
@@ -409,6 +409,16 @@ def main():
               "evaluation reads output_hidden_states, whose final-layer entry is the final-normed state), and so "
               "does specbed unless told which state it was trained on: serve, generate, profile and bench_spec "
               "load it with `--dspark-final-tap normed`.")
+        else:
+            w("%d draft layers over taps %s of %d (no final-layer tap, issue 39): a draft layer makes one content "
+              "match against the context, so a block copies about one slot per layer (bench/RECORD.md, \"Why "
+              "DSpark's slots 2–5 stay low\")." % (dcfg["num_hidden_layers"],
+                                                   " ".join(str(t) for t in dcfg["target_layer_ids"]),
+                                                   dcfg["num_target_layers"]))
+            w("Portability: vLLM and SGLang collect a drafter's target taps as the residual stream entering "
+              "decoder layer L + 1, inside their layer loop; every tap below the final layer has such an entry. "
+              "DeepSpec's own evaluator loads it unpatched (`scripts/deepspec_eval.sh DEEPSPEC_DIR` compares its "
+              "drafts with specbed's).")
         res = last_match("dspark", r"steps \(from [1-9]")
         if res:
             w("The run was resumed from a checkpoint (`%s`) before any LR decay; by the same WSD argument as for "
