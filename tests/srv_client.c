@@ -5,6 +5,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 void sc_init(void) { curl_global_init(CURL_GLOBAL_ALL); }
 void sc_cleanup(void) { curl_global_cleanup(); }
@@ -164,4 +168,21 @@ double sc_metric(const char *m, const char *series) {
         if (!strncmp(p, series, n) && p[n] == ' ') return strtod(p + n + 1, NULL);
     }
     return NAN;
+}
+
+int sc_dial(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+double sc_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }

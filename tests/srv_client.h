@@ -20,6 +20,11 @@ int  sc_request(const char *method, const char *url, const char *body, size_t le
 int  sc_request_ms(const char *method, const char *url, const char *body, size_t len, const char *key,
                    long timeout_ms, sc_resp *out);
 void sc_resp_free(sc_resp *r);
+/* For the tests that must send what a well-behaved client cannot (half a
+ * request, a stalled body): a TCP connection to 127.0.0.1:port (-1 on
+ * failure), and a monotonic clock in seconds to time the answers. */
+int    sc_dial(int port);
+double sc_now(void);
 /* POSTs a streaming request and closes the connection after n_events SSE
  * events. Returns the events seen. */
 int  sc_stream_hangup(const char *url, const char *body, const char *key, int n_events);

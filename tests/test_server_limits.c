@@ -21,14 +21,12 @@
  *     at once; a pending completion is cancelled (as a client that left)
  *     with a 499 that says why;
  *   - after the flood, /health and a real request are served again. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include "server.h"
 #include "srv_client.h"
@@ -36,29 +34,14 @@
 
 static int PORT;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int dial(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)PORT)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    return fd;
-}
+static int dial(void) { return sc_dial(PORT); }
 
 /* Reads until the peer closes or `ms` pass; returns bytes read (-1 on timeout with nothing). */
 static int read_reply(int fd, char *buf, size_t cap, int ms) {
     size_t n = 0;
-    double end = now_s() + ms / 1e3;
+    double end = sc_now() + ms / 1e3;
     while (n + 1 < cap) {
-        int left = (int)((end - now_s()) * 1e3);
+        int left = (int)((end - sc_now()) * 1e3);
         if (left <= 0) break;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, left) <= 0) break;
@@ -81,12 +64,12 @@ static void early(const char *what, const char *headers, int status) {
     if (fd < 0) return;
     CHECK(send(fd, headers, strlen(headers), 0) == (ssize_t)strlen(headers));
     char buf[4096];
-    double t0 = now_s();
+    double t0 = sc_now();
     int n = read_reply(fd, buf, sizeof buf, 5000);
     char want[32];
     snprintf(want, sizeof want, "HTTP/1.1 %d", status);
     CHECKF(n > 0 && !strncmp(buf, want, strlen(want)), "%s: got '%.60s'", what, n > 0 ? buf : "(nothing)");
-    printf("%s: %d after %.0f ms with no body sent\n", what, status, (now_s() - t0) * 1e3);
+    printf("%s: %d after %.0f ms with no body sent\n", what, status, (sc_now() - t0) * 1e3);
     close(fd);
 }
 
@@ -156,12 +139,12 @@ int main(void) {
         }
         CHECK(ok);
         char buf[4096];
-        double t0 = now_s();
+        double t0 = sc_now();
         int n = ok ? read_reply(fd, buf, sizeof buf, 5000) : -1;
         CHECKF(n > 0 && !strncmp(buf, "HTTP/1.1 413", 12) && strstr(buf, "exceeds"), "chunked body over the limit: "
-               "got '%.60s' after %.1f s", n > 0 ? buf : "(nothing)", now_s() - t0);
+               "got '%.60s' after %.1f s", n > 0 ? buf : "(nothing)", sc_now() - t0);
         printf("chunked body over the limit, never terminated: %.12s after %.0f ms\n", n > 0 ? buf : "nothing",
-               (now_s() - t0) * 1e3);
+               (sc_now() - t0) * 1e3);
         free(chunk);
         if (fd >= 0) close(fd);
     }
@@ -210,13 +193,13 @@ int main(void) {
      * server closing, not the keep-alive idle timeout) */
     int extra = dial();
     char buf[4096];
-    double t0 = now_s();
+    double t0 = sc_now();
     CHECK(extra >= 0);
     if (extra >= 0) {
         const char *req = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
         send(extra, req, strlen(req), 0);
         int n = read_reply(extra, buf, sizeof buf, 1000 * (o.http_timeout_s + 3));
-        double waited = now_s() - t0;
+        double waited = sc_now() - t0;
         int served = n > 0 && !strncmp(buf, "HTTP/1.1 200", 12);
         CHECKF(served && waited < 1.0, "a connection past the limit: %s after %.1f s", served ? "served" : "not served",
                waited);
@@ -236,9 +219,9 @@ int main(void) {
     /* served again */
     char url[128];
     sc_resp r = {0};
-    double t1 = now_s();
+    double t1 = sc_now();
     int ok = 0;
-    while (now_s() - t1 < 5 && !ok) {   /* the limit frees as the server reaps the closed sockets */
+    while (sc_now() - t1 < 5 && !ok) {   /* the limit frees as the server reaps the closed sockets */
         snprintf(url, sizeof url, "http://127.0.0.1:%d/health", PORT);
         sc_request("GET", url, NULL, 0, NULL, &r);
         ok = r.status == 200;

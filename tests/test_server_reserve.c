@@ -10,45 +10,29 @@
  * ASan on the 2-core machine, ~6x the reserve's wait), one at a time
  * (max_running 1), so every slot is still answering when the extra request
  * is decided. Skips (77) without models/tiny. */
-#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include "server.h"
+#include "srv_client.h"
 #include "test_util.h"
 
 #define ORDINARY 4
 
 static int PORT;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int dial(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)PORT)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    return fd;
-}
+static int dial(void) { return sc_dial(PORT); }
 
 /* Reads until the peer closes (every request here says Connection: close)
  * or `ms` pass; returns the bytes read, -1 when none came. */
 static int read_all(int fd, char *buf, size_t cap, int ms) {
     size_t n = 0;
-    double end = now_s() + ms / 1e3;
+    double end = sc_now() + ms / 1e3;
     while (n + 1 < cap) {
-        int left = (int)((end - now_s()) * 1e3);
+        int left = (int)((end - sc_now()) * 1e3);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, left) <= 0) break;
         ssize_t k = recv(fd, buf + n, cap - 1 - n, 0);
@@ -76,11 +60,11 @@ static int send_req(const char *method, const char *path, const char *body) {
 /* One request on its own connection: the status line's code (0: none) and
  * the seconds it took; the reply in buf. */
 static int ask(const char *method, const char *path, const char *body, char *buf, size_t cap, double *took) {
-    double t0 = now_s();
+    double t0 = sc_now();
     int fd = send_req(method, path, body);
     int n = fd < 0 ? -1 : read_all(fd, buf, cap, 20000);
     if (fd >= 0) close(fd);
-    *took = now_s() - t0;
+    *took = sc_now() - t0;
     return n > 12 && !strncmp(buf, "HTTP/1.1 ", 9) ? atoi(buf + 9) : 0;
 }
 
@@ -130,14 +114,14 @@ int main(void) {
     /* their clients leave: the requests are cancelled and a real one is served */
     for (int i = 0; i < ORDINARY; i++)
         if (fds[i] >= 0) close(fds[i]);
-    double t0 = now_s();
+    double t0 = sc_now();
     st = 0;
-    while (st != 200 && now_s() - t0 < 15) {
+    while (st != 200 && sc_now() - t0 < 15) {
         st = ask("POST", "/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 4}", buf, sizeof buf, &took);
         if (st != 200) usleep(200 * 1000);
     }
     CHECKF(st == 200, "after the long requests left: %d: %.300s", st, buf);
-    printf("a real request after the long ones left: %d after %.2f s\n", st, now_s() - t0);
+    printf("a real request after the long ones left: %d after %.2f s\n", st, sc_now() - t0);
     server_free(s);
     fclose(o.log);
     return tu_done("test_server_reserve");
