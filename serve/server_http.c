@@ -353,19 +353,19 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
  * on the headers of a request whose body is on its way takes this path too:
  * libmicrohttpd's own answer would close without reading that body. */
 #define LINGER_MS 2000
-/* Set by refuse_mid_body for mhd_log, which libmicrohttpd calls from the
+/* Set by refuse_lingering for mhd_log, which libmicrohttpd calls from the
  * same connection thread right after the handler returns MHD_NO. */
 static _Thread_local char refused_why[160];
 static _Thread_local int refused_status;
 
-static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, int status, const char *reason, const char *msg) {
+static enum MHD_Result refuse_lingering(struct MHD_Connection *c, int status, const char *msg) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char *body = srv_error_json(status, msg, NULL);
     if (!ci || !body) { free(body); return MHD_NO; }
     int fd = ci->connect_fd;
     char head[256];
     int hn = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n", status, reason, strlen(body));
+                      "Connection: close\r\n\r\n", status, MHD_get_reason_phrase_for((unsigned)status), strlen(body));
     const char *parts[2] = {head, body};
     size_t lens[2] = {(size_t)hn, strlen(body)};
     double end = gen_now() + LINGER_MS / 1e3;
@@ -508,7 +508,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
              * unread bytes resets the connection, which can destroy the answer
              * before the client reads it: answer with a lingering close. */
             if ((cl && strtoull(cl, NULL, 10) > 0) || chunked)
-                return refuse_mid_body(c, st, MHD_get_reason_phrase_for((unsigned)st), why);
+                return refuse_lingering(c, st, why);
             return send_error(c, st, NULL, "%s", why);
         }
         return MHD_YES;
@@ -527,7 +527,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             cs->answered = 1;
             char msg[128];
             snprintf(msg, sizeof msg, "the request body exceeds %zu bytes", s->o.max_body);
-            return refuse_mid_body(c, 413, "Content Too Large", msg);
+            return refuse_lingering(c, 413, msg);
         }
         if (cs->n + n + 1 > cs->cap) {
             size_t cap = cs->cap ? cs->cap : cs->want ? cs->want + 1 : 4096;
@@ -567,7 +567,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     if (refused_why[0] && !strncmp(msg, "Application reported internal error", 35)) {
-        /* not an error of ours: the connection refuse_mid_body answered is being closed */
+        /* not an error of ours: the connection refuse_lingering answered is being closed */
         fprintf(s->log, "specbed serve: http: %s: %d sent before the body's end, connection closed\n", refused_why,
                 refused_status);
         refused_why[0] = 0;
