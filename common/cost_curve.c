@@ -162,6 +162,54 @@ static int load_by_seqs(cost_curve *c, const cJSON *bs, const char *path, char *
     return 0;
 }
 
+/* "moe" into c; absent is fine (a dense target), malformed is not. */
+static int load_moe(cost_curve *c, const cJSON *m, const char *path, char *err, size_t errlen) {
+    if (!m) return 0;
+    const cJSON *E = cJSON_GetObjectItemCaseSensitive(m, "experts"), *K = cJSON_GetObjectItemCaseSensitive(m, "top_k");
+    const cJSON *L = cJSON_GetObjectItemCaseSensitive(m, "sparse_layers");
+    const cJSON *X = cJSON_GetObjectItemCaseSensitive(m, "expert_bytes");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "rows");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "distinct_experts_per_layer");
+    const int n = cJSON_GetArraySize(r);
+    if (!cJSON_IsNumber(E) || !cJSON_IsNumber(K) || !cJSON_IsNumber(L) || !cJSON_IsNumber(X) || E->valuedouble < 1 ||
+        E->valuedouble > 65536 || K->valuedouble < 1 || K->valuedouble > E->valuedouble || L->valuedouble < 1 ||
+        L->valuedouble > 65536 || !(X->valuedouble > 0) || !isfinite(X->valuedouble) || !cJSON_IsArray(r) ||
+        !cJSON_IsArray(d) || n < 1 || n > COST_SEQ_POINTS || n != cJSON_GetArraySize(d))
+        return errf(err, errlen, "%s: \"moe\" needs experts ≥ top_k ≥ 1, sparse_layers ≥ 1, expert_bytes > 0 and "
+                    "arrays \"rows\" and \"distinct_experts_per_layer\" of the same length (1..%d)", path,
+                    COST_SEQ_POINTS);
+    c->moe_experts = E->valueint;
+    c->moe_top_k = K->valueint;
+    c->moe_sparse_layers = L->valueint;
+    c->moe_expert_bytes = X->valuedouble;
+    for (int i = 0; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(r, i), *b = cJSON_GetArrayItem(d, i);
+        /* a step reads at least one row's k experts and at most all of them */
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 1) || !isfinite(a->valuedouble) ||
+            (i && !(a->valuedouble > c->moe_rows[i - 1])) || !(b->valuedouble >= c->moe_top_k) ||
+            !(b->valuedouble <= c->moe_experts)) {
+            c->n_moe = 0;
+            return errf(err, errlen, "%s: moe entry %d: rows must ascend from 1 and distinct experts lie in "
+                        "[top_k, experts]", path, i);
+        }
+        c->moe_rows[i] = a->valuedouble;
+        c->moe_distinct[i] = b->valuedouble;
+        c->n_moe = i + 1;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "text");
+    if (cJSON_IsString(t)) snprintf(c->moe_text, sizeof c->moe_text, "%s", t->valuestring);
+    return 0;
+}
+
+double cost_curve_experts_at(const cost_curve *c, double rows) {
+    if (c->n_moe < 1) return NAN;
+    const double *r = c->moe_rows, *d = c->moe_distinct;
+    if (rows <= r[0]) return d[0];
+    for (int i = 1; i < c->n_moe; i++)
+        if (rows <= r[i]) return d[i - 1] + (d[i] - d[i - 1]) * (rows - r[i - 1]) / (r[i] - r[i - 1]);
+    return d[c->n_moe - 1];
+}
+
 /* An optional cost: kept when it is a finite number > 0, else the field stays 0 (none). */
 static void positive(const cJSON *j, const char *name, double *field) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
@@ -213,6 +261,7 @@ static int load_json(cost_curve *c, const char *path, const char *text, char *er
     if (cJSON_IsString(dn)) snprintf(c->drafter, sizeof c->drafter, "%s", dn->valuestring);
     int rc = load_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "by_sequences"), path, err, errlen);
     if (!rc) rc = load_draft_by_seqs(c, cJSON_GetObjectItemCaseSensitive(j, "draft_by_sequences"), path, err, errlen);
+    if (!rc) rc = load_moe(c, cJSON_GetObjectItemCaseSensitive(j, "moe"), path, err, errlen);
     cJSON_Delete(j);
     return rc;
 }
@@ -302,6 +351,19 @@ int cost_curve_save(const cost_curve *c, const char *path, char *err, size_t err
                 cJSON_AddItemToArray(r, cJSON_CreateNumber(q->rows[k]));
                 cJSON_AddItemToArray(t, cJSON_CreateNumber(q->seconds[k]));
             }
+        }
+    }
+    if (c->n_moe > 0) {
+        cJSON *m = cJSON_AddObjectToObject(j, "moe");
+        cJSON_AddNumberToObject(m, "experts", c->moe_experts);
+        cJSON_AddNumberToObject(m, "top_k", c->moe_top_k);
+        cJSON_AddNumberToObject(m, "sparse_layers", c->moe_sparse_layers);
+        cJSON_AddNumberToObject(m, "expert_bytes", c->moe_expert_bytes);
+        cJSON_AddStringToObject(m, "text", c->moe_text);
+        cJSON *r = cJSON_AddArrayToObject(m, "rows"), *d = cJSON_AddArrayToObject(m, "distinct_experts_per_layer");
+        for (int i = 0; i < c->n_moe; i++) {
+            cJSON_AddItemToArray(r, cJSON_CreateNumber(c->moe_rows[i]));
+            cJSON_AddItemToArray(d, cJSON_CreateNumber(c->moe_distinct[i]));
         }
     }
     char *s = cJSON_Print(j);

@@ -12,7 +12,10 @@
  *    "context_seconds_per_row_token": A (optional),
  *    "draft_seconds_per_prompt_token": B (optional),
  *    "draft_by_sequences": [{"sequences": n, "seconds_per_step": F_n,
- *                            "seconds_per_token": T_n}, ...] (optional)}
+ *                            "seconds_per_token": T_n}, ...] (optional),
+ *    "moe": {"experts": E, "top_k": k, "sparse_layers": L, "expert_bytes": X,
+ *            "text": WORKLOAD, "rows": [...], "distinct_experts_per_layer": [...]}
+ *            (optional: a mixture-of-experts target)}
  * (any JSON a user writes for other hardware in that shape), bench_engine's
  * CSV (forward_ms rows: batch × rows_per_seq), or points measured by a
  * sweep (cost_curve_from_points).
@@ -80,6 +83,18 @@ typedef struct {
     char source[600];                  /* where it came from, for reports */
     int n_by_seqs;                     /* curves per sequence count, ascending seqs; 0 none */
     cost_seq_curve by_seqs[COST_MAX_SEQ_CURVES];
+    /* A mixture-of-experts target: a verify step reads the weights of the
+     * union of the experts its rows route to, so its cost grows with the rows
+     * even at batch 1 by how far their routing overlaps. The seconds above
+     * were measured on `moe_text` (real text: hashed ids route as no text
+     * does) and already hold that; this curve says why, and lets a reader
+     * price the experts on another memory (experts in host memory, read
+     * across the bus each step). n_moe 0 = a dense target or not measured. */
+    int moe_experts, moe_top_k, moe_sparse_layers, n_moe;
+    double moe_expert_bytes;           /* one expert's gate + up + down */
+    double moe_rows[COST_SEQ_POINTS];  /* ascending: consecutive rows of one sequence (a verify step at batch 1) */
+    double moe_distinct[COST_SEQ_POINTS]; /* distinct experts read per sparse layer per step */
+    char moe_text[64];                 /* the workload the rows were */
 } cost_curve;
 
 /* JSON (first non-blank byte '{') or bench_engine CSV. */
@@ -87,6 +102,10 @@ int    cost_curve_load(cost_curve *c, const char *path, char *err, size_t errlen
 int    cost_curve_save(const cost_curve *c, const char *path, char *err, size_t errlen);   /* JSON, atomic */
 /* From unordered points; non-positive or non-finite ones are skipped. */
 void   cost_curve_from_points(cost_curve *c, const double *rows, const double *sec, int n, const char *source);
+/* Distinct experts a step of `rows` rows reads per sparse layer: linear
+ * between the measured points, held at the nearest end outside them; NaN
+ * when the table has no MoE curve. */
+double cost_curve_experts_at(const cost_curve *c, double rows);
 /* Seconds per step for `rows` rows; NaN for an empty curve. */
 double cost_curve_at(const cost_curve *c, double rows);
 /* Adds (or replaces) the curve for `seqs` sequences from unordered points (as

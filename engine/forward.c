@@ -110,6 +110,8 @@ int fwd_tp_serve(fwd_ctx *f, kv_cache *kv, char *err, size_t errlen) {
     return tp_serve(f->link, fwd_run, f, kv, err, errlen);
 }
 
+int fwd_route_take(fwd_ctx *f, struct moe_route_count *out) { return layer_scratch_route_take(f->ls, out); }
+
 void fwd_free(fwd_ctx *f) {
     if (!f) return;
     tp_link_free(f->link);   /* the leader's tells the other ranks to stop */

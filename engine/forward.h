@@ -18,6 +18,11 @@ int  fwd_create(fwd_ctx **out, const model *m, int max_rows, char *err, size_t e
 void fwd_free(fwd_ctx *f);
 int  fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
              char *err, size_t errlen);
+/* A mixture-of-experts target: the routing of the fwd_runs since the last
+ * take (moe.h's moe_route_count: the experts the steps read), zeroed; -1
+ * for a dense model. */
+struct moe_route_count;
+int  fwd_route_take(fwd_ctx *f, struct moe_route_count *out);
 
 /* Tensor parallelism (tp.c). m is a shard (model_load_shard) and comm has
  * m->tp_size ranks. Rank 0 is the leader: its fwd_run broadcasts each

@@ -125,6 +125,15 @@ int layer_scratch_reserve(layer_scratch *s, int max_ctx) {
 
 int layer_scratch_max_rows(const layer_scratch *s) { return s->max_rows; }
 
+int layer_scratch_route_take(layer_scratch *s, moe_route_count *out) {
+    if (!s->moe) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    moe_route_take(s->moe, out);
+    return 0;
+}
+
 void layer_scratch_set_comm(layer_scratch *s, kb_comm *comm) {
     s->comm = comm && kb_comm_size(comm) > 1 ? comm : NULL;
 }

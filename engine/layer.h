@@ -37,6 +37,10 @@ int  layer_scratch_max_rows(const layer_scratch *s);
  * NULL (the default) = one process. */
 struct kb_comm;
 void layer_scratch_set_comm(layer_scratch *s, struct kb_comm *comm);
+/* The routing counts of the sparse layers run on this scratch since the
+ * last take (moe.h), zeroed; -1 (and zeros) when its layers are dense. */
+struct moe_route_count;
+int  layer_scratch_route_take(layer_scratch *s, struct moe_route_count *out);
 
 typedef struct {
     int n;              /* rows, ≤ max_rows */

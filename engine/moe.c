@@ -194,6 +194,7 @@ struct moe_scratch {
     float *xg;       /* [R, H] an expert's rows, gathered */
     float *hg, *hu;  /* [R, I] */
     float *yo;       /* [R, H] an expert's outputs */
+    moe_route_count count;   /* since the last moe_route_take */
 };
 
 void moe_scratch_free(moe_scratch *s) {
@@ -294,6 +295,10 @@ void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, fl
             s->ordw[slot] = s->wt[(size_t)r * K + k];
         }
 
+    s->count.calls++;
+    s->count.rows += n;
+    for (int e = 0; e < E; e++) s->count.distinct += s->start[e + 1] > s->start[e];
+
     memset(y, 0, (size_t)n * (size_t)H * sizeof(float));
     for (int e = 0; e < E; e++) {
         const int b = s->start[e], m = s->start[e + 1] - b;
@@ -315,4 +320,9 @@ void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, fl
             }
         }
     }
+}
+
+void moe_route_take(moe_scratch *s, moe_route_count *out) {
+    *out = s->count;
+    memset(&s->count, 0, sizeof s->count);
 }

@@ -59,4 +59,15 @@ void moe_scratch_free(moe_scratch *s);
  * n ≤ the scratch's max_rows. */
 void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, float *y);
 
+/* What the routing cost: an MoE step reads the weights of the union of the
+ * experts its rows chose, so its cost follows that count, not the rows
+ * (bench_engine, profile). Counted by every moe_forward since the last
+ * moe_route_take, which hands the counts over and zeroes them. */
+typedef struct moe_route_count {
+    long long calls;      /* sparse-layer forwards (one per sparse layer per step) */
+    long long rows;       /* rows routed, summed over the calls */
+    long long distinct;   /* distinct experts the calls read, summed over the calls */
+} moe_route_count;
+void moe_route_take(moe_scratch *s, moe_route_count *out);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "errmsg.h"
+#include "moe.h"
 #include "spec_run.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -57,10 +58,13 @@ static int time_batch(gen_engine *e, const fwd_batch *fb, fwd_out *fo, int histo
 }
 
 /* B verify rows spread evenly over the first ns sequences (each holding
- * `history` tokens), every row's logits. */
-static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *tok, int history, int reps, int *lrows,
-                     float *logits, fwd_span *spans, double *times, double *median, char *err, size_t errlen) {
-    for (int s = 0; s < ns; s++) spans[s] = (fwd_span){.seq = seqs[s], .n = B / ns + (s < B % ns), .tokens = tok};
+ * `history` tokens; sequence s's rows are toks[s·seg + history ..]), every
+ * row's logits. */
+static int time_step(gen_engine *e, const int *seqs, int ns, int B, const int *toks, int seg, int history, int reps,
+                     int *lrows, float *logits, fwd_span *spans, double *times, double *median, char *err,
+                     size_t errlen) {
+    for (int s = 0; s < ns; s++)
+        spans[s] = (fwd_span){.seq = seqs[s], .n = B / ns + (s < B % ns), .tokens = toks + (size_t)s * seg + history};
     for (int r = 0; r < B; r++) lrows[r] = r;
     fwd_batch fb = {.spans = spans, .n_spans = ns};
     fwd_out fo = {.logit_rows = lrows, .n_logit_rows = B, .logits = logits};
@@ -170,8 +174,8 @@ static int draft_cost(cost_curve *t, gen_engine *e, drafter *d, const int *toks,
     return 0;
 }
 
-int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int history, int reps,
-                 char *err, size_t errlen) {
+int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int history, int reps, const int *text,
+                 long n_text, const char *text_name, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     double pr[COST_MAX_POINTS], ps[COST_MAX_POINTS];
     int np = 0;
@@ -179,18 +183,26 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
     if (max_rows > e->opts.max_batch_rows) max_rows = e->opts.max_batch_rows;
     if (history + max_rows > e->opts.max_seq_len) history = e->opts.max_seq_len - max_rows;
     if (history < 1 || max_rows < 1) return errf(err, errlen, "profile: context too small");
+    const int moe = config_has_experts(&e->m->cfg), seg = history + max_rows;
+    if (moe && !text)
+        return errf(err, errlen, "profile: %s is a mixture of experts: a verify step's cost follows the experts its "
+                    "rows route to, and hashed token ids route as no text does; measure it on real text (specbed "
+                    "profile --text WORKLOAD) and give the table with --cost-table", e->opts.model_dir);
+    if (text && n_text < (long)S * seg)
+        return errf(err, errlen, "profile: text %s holds %ld tokens; %d sequences of %d history + %d rows need %ld",
+                    text_name ? text_name : "", n_text, S, history, max_rows, (long)S * seg);
     int seqs[8], rc = -1, n_open = 0;
-    int *toks = malloc(sizeof(int) * (size_t)(history + max_rows));
+    int *toks = malloc(sizeof(int) * (size_t)S * (size_t)seg);
     int *lrows = malloc(sizeof(int) * (size_t)max_rows);
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)max_rows);
     fwd_span *spans = malloc(sizeof(fwd_span) * (size_t)S);
     double *times = malloc(sizeof(double) * (size_t)reps);
     if (!toks || !lrows || !logits || !spans || !times) { errf(err, errlen, "out of memory"); goto out; }
-    for (int i = 0; i < history + max_rows; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)V);
+    for (long i = 0; i < (long)S * seg; i++) toks[i] = text ? text[i] : (int)((i * 2654435761u) % (unsigned)V);
     for (int s = 0; s < S; s++) {
         if ((seqs[s] = kv_seq_new(e->kv)) < 0) { errf(err, errlen, "profile: no free KV slot"); goto out; }
         n_open++;
-        if (fill_history(e, seqs[s], toks, history, err, errlen)) goto out;
+        if (fill_history(e, seqs[s], toks + (size_t)s * seg, history, err, errlen)) goto out;
     }
     /* ladder: 1..8 every row, then roughly ×1.5; B rows spread over min(B, 8)
      * sequences (the main curve), then the same ladder in exactly 1, 2, 4 and
@@ -202,12 +214,14 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
      * others) would otherwise stay in the table. */
     double ps_p[PASSES][COST_MAX_POINTS], qs_p[PASSES][4][COST_SEQ_POINTS], lm_p[PASSES], cx_p[PASSES];
     double qr[4][COST_SEQ_POINTS];
+    double mr[COST_SEQ_POINTS], md[COST_SEQ_POINTS];   /* the MoE routing curve: one sequence, pass 0 */
+    int nm = 0;
     int nq[4] = {0};
     for (int pass = 0; pass < PASSES; pass++) {
         np = 0;
         for (int B = 1; B <= max_rows && np < COST_MAX_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
             pr[np] = B;
-            if (time_step(e, seqs, B < S ? B : S, B, toks + history, history, reps, lrows, logits, spans, times,
+            if (time_step(e, seqs, B < S ? B : S, B, toks, seg, history, reps, lrows, logits, spans, times,
                           &ps_p[pass][np], err, errlen))
                 goto out;
             np++;
@@ -217,9 +231,17 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             for (int B = 1; B <= max_rows && nq[c] < COST_SEQ_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
                 if (B < ns) continue;
                 qr[c][nq[c]] = B;
-                if (time_step(e, seqs, ns, B, toks + history, history, reps, lrows, logits, spans, times,
+                moe_route_count rc0;
+                fwd_route_take(e->fwd, &rc0);   /* from here on: this point's runs */
+                if (time_step(e, seqs, ns, B, toks, seg, history, reps, lrows, logits, spans, times,
                               &qs_p[pass][c][nq[c]], err, errlen))
                     goto out;
+                /* one sequence's B consecutive rows (a verify step at batch
+                 * 1, the seeds' regime); every run of a point routes alike */
+                if (ns == 1 && pass == 0 && !fwd_route_take(e->fwd, &rc0) && rc0.calls) {
+                    mr[nm] = B;
+                    md[nm++] = (double)rc0.distinct / (double)rc0.calls;
+                }
                 nq[c]++;
             }
         }
@@ -236,7 +258,7 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             goto out;
         if (B >= 2) {
             double all;
-            if (time_step(e, seqs, 1, B, toks + history, history, reps, lrows, logits, spans, times, &all, err, errlen))
+            if (time_step(e, seqs, 1, B, toks, seg, history, reps, lrows, logits, spans, times, &all, err, errlen))
                 goto out;
             lm_p[pass] = all > last ? (all - last) / (B - 1) : 0;
         }
@@ -255,6 +277,23 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
     snprintf(src, sizeof src, "profiled: %.400s, history %d, %d threads, tp %d, median of %d passes", e->opts.model_dir,
              history, kb_threads(), fwd_tp_size(e->fwd), PASSES);
     cost_curve_from_points(t, pr, ps, np, src);
+    if (moe && nm) {
+        const model_config *c = &e->m->cfg;
+        t->moe_experts = c->n_experts;
+        t->moe_top_k = c->n_experts_per_tok;
+        for (int l = 0; l < c->n_layers; l++) t->moe_sparse_layers += e->m->layers[l].moe != NULL;
+        for (int l = 0; l < c->n_layers; l++)
+            if (e->m->layers[l].moe) {
+                const moe_weights *w = e->m->layers[l].moe;
+                const kb_weight *x[3] = {&w->gate[0], &w->up[0], &w->down[0]};
+                for (int i = 0; i < 3; i++) t->moe_expert_bytes += (double)x[i]->rows * x[i]->cols * kb_dtype_size(x[i]->dt);
+                break;
+            }
+        memcpy(t->moe_rows, mr, sizeof(double) * (size_t)nm);
+        memcpy(t->moe_distinct, md, sizeof(double) * (size_t)nm);
+        t->n_moe = nm;
+        snprintf(t->moe_text, sizeof t->moe_text, "%s", text_name ? text_name : "");
+    }
     for (int ns = 1, c = 0; ns <= S && c < 4; ns *= 2, c++) {
         double qs[COST_SEQ_POINTS];
         for (int i = 0; i < nq[c]; i++) {

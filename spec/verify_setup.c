@@ -44,7 +44,7 @@ int vpolicy_setup(vpolicy **out, cost_curve *cost, const vpolicy_args *a, gen_en
             if (log)
                 fprintf(log, "no --cost-table: profiling verify cost (up to %d rows) and drafter %s at startup ...\n",
                         rows, d->ops->name);
-            if (cost_profile(cost, e, d, rows, 128, 3, err, errlen)) return -1;
+            if (cost_profile(cost, e, d, rows, 128, 3, NULL, 0, NULL, err, errlen)) return -1;
             if (log)
                 fprintf(log, "cost: %g rows %.3f ms ... %g rows %.3f ms per step\n", cost->rows[0],
                         cost->seconds[0] * 1e3, cost->rows[cost->n - 1], cost->seconds[cost->n - 1] * 1e3);

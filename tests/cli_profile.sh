@@ -70,4 +70,42 @@ bad() {  # bad FLAG VALUE: a non-zero exit whose message names the flag or value
 bad --max-rows 0 "max-rows"
 bad --reps x "reps"
 bad --drafter nosuch "nosuch"
+bad --text nosuch-workload "nosuch-workload"
+
+# A mixture-of-experts target: a verify step reads the experts its rows route
+# to, so the table is measured on real text (hashed ids are refused, not
+# silently used) and carries the routing curve of one sequence's consecutive
+# rows: one row reads exactly its k experts, more rows never fewer, never
+# more than k per row or than exist.
+MOE="$ROOT/tests/fixtures/qwen3-moe-tiny"
+OMP_NUM_THREADS=1 "$BIN" profile --model "$MOE" --max-rows 16 --history 48 --reps 2 --out "$TMP/moe.json" \
+  >/dev/null 2>"$TMP/moe.err" && fail "an MoE profile without --text exited 0"
+grep -q -- "--text" "$TMP/moe.err" || fail "the MoE refusal does not name --text: $(cat "$TMP/moe.err")"
+[ -e "$TMP/moe.json" ] && fail "the refused MoE profile left a table behind"
+OMP_NUM_THREADS=1 "$BIN" profile --model "$MOE" --max-rows 16 --history 48 --reps 2 --text "$ROOT/workloads/code.jsonl" \
+  --out "$TMP/moe.json" >"$TMP/moe.out" 2>"$TMP/moe.err" || fail "MoE profile exited $?: $(tail -3 "$TMP/moe.err")"
+grep -q "experts/layer" "$TMP/moe.out" || fail "no experts column: $(cat "$TMP/moe.out")"
+python3 - "$TMP/moe.json" "$MOE/config.json" <<'EOF' || exit 1
+import json, sys
+j, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+m = j["moe"]
+E, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+assert m["experts"] == E and m["top_k"] == k and m["text"].endswith("code.jsonl"), m
+sparse = sum(1 for l in range(cfg["num_hidden_layers"]) if l not in cfg.get("mlp_only_layers", [])
+             and (l + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+assert m["sparse_layers"] == sparse, (m["sparse_layers"], sparse)
+import os, struct   # one expert's gate + up + down, at the checkpoint's dtype
+d = os.path.dirname(sys.argv[2])
+name = next(n for n in json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"].items()
+            if n[0].endswith("mlp.experts.0.down_proj.weight"))
+with open(os.path.join(d, name[1]), "rb") as f:
+    w = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))[name[0]]
+size = {"F32": 4, "BF16": 2, "F16": 2}[w["dtype"]]
+assert m["expert_bytes"] == 3 * cfg["hidden_size"] * cfg["moe_intermediate_size"] * size, (m, w)
+r, d = m["rows"], m["distinct_experts_per_layer"]
+assert r[0] == 1 and d[0] == k, (r, d)
+assert all(b >= a for a, b in zip(d, d[1:])), d
+assert all(x <= min(E, k * n) for n, x in zip(r, d)), (r, d)
+assert d[-1] > k, "16 rows of text read no more experts than one: %s" % d
+EOF
 echo "cli_profile: ok"

@@ -123,6 +123,29 @@ int main(void) {
     CHECK(back.n_by_seqs == 2 && near(cost_curve_at_seqs(&back, 2, 8), cost_curve_at_seqs(&c, 2, 8)) &&
           near(back.draft_seconds_per_step, 0.0003) && near(back.logits_seconds_per_row, 0.00001) &&
           near(c.context_seconds_per_row_token, 7e-8) && near(back.context_seconds_per_row_token, 7e-8));
+    /* an MoE target's routing curve: interpolated, held at the ends, saved and read back; out-of-range
+     * counts (fewer than one row's k experts, more than exist) and unsorted rows refused by entry */
+    put(path, "{\"rows\": [1, 8], \"seconds_per_step\": [0.001, 0.004], \"moe\": {\"experts\": 16, \"top_k\": 4, "
+              "\"sparse_layers\": 4, \"expert_bytes\": 294912, \"text\": \"code\", \"rows\": [1, 2, 8], "
+              "\"distinct_experts_per_layer\": [4, 6, 12]}}");
+    CHECK(!cost_curve_load(&c, path, err, sizeof err) && c.n_moe == 3 && c.moe_top_k == 4 && c.moe_sparse_layers == 4);
+    CHECK(near(cost_curve_experts_at(&c, 1), 4) && near(cost_curve_experts_at(&c, 5), 9) &&
+          near(cost_curve_experts_at(&c, 64), 12) && near(cost_curve_experts_at(&c, 0.5), 4));
+    CHECK(!strcmp(c.moe_text, "code") && near(c.moe_expert_bytes, 294912));
+    CHECK(!cost_curve_save(&c, path, err, sizeof err) && !cost_curve_load(&back, path, err, sizeof err));
+    CHECK(back.n_moe == 3 && near(cost_curve_experts_at(&back, 5), 9) && back.moe_experts == 16);
+    CHECK(isnan(cost_curve_experts_at(&empty, 4)));
+    const char *bad_moe[] = {
+        "\"rows\": [1, 2], \"distinct_experts_per_layer\": [3, 6]",    /* below one row's k */
+        "\"rows\": [1, 2], \"distinct_experts_per_layer\": [4, 17]",   /* more than exist */
+        "\"rows\": [2, 1], \"distinct_experts_per_layer\": [4, 6]",    /* rows not ascending */
+        "\"rows\": [1, 2], \"distinct_experts_per_layer\": [4]"};      /* lengths differ */
+    for (int i = 0; i < 4; i++) {
+        snprintf(text, sizeof text, "{\"rows\": [1], \"seconds_per_step\": [0.1], \"moe\": {\"experts\": 16, "
+                 "\"top_k\": 4, \"sparse_layers\": 4, \"expert_bytes\": 1, %s}}", bad_moe[i]);
+        put(path, text);
+        CHECKF(cost_curve_load(&c, path, err, sizeof err) == -1 && strstr(err, "moe"), "bad moe %d: %s", i, err);
+    }
     /* bench_engine's CSV: one curve per batch */
     put(path, "metric,batch,rows_per_seq,value,unit\nforward_ms,1,1,1.0,ms\nforward_ms,1,4,2.0,ms\n"
               "forward_ms,4,1,2.5,ms\nforward_ms,4,2,4.0,ms\n");

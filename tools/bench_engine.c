@@ -29,6 +29,7 @@
 #include "moe.h"
 #include "cli_tp.h"
 #include "cli_device.h"
+#include "workload_tokens.h"
 
 static double median(double *v, int n) {
     for (int i = 1; i < n; i++)
@@ -86,32 +87,75 @@ static double device_copy_gbs(void) {
     return gbs;
 }
 
-static size_t weight_bytes(const model *m) {
-    size_t b = 0;
+static size_t weight_size(const kb_weight *w) { return (size_t)w->rows * w->cols * kb_dtype_size(w->dt); }
+
+/* The weights a step reads, split: `shared` every step reads whatever its
+ * rows (attention, dense MLPs, the routers, lm_head); one expert's gate, up
+ * and down (every expert has the same shape); the sparse layers. A decode
+ * row reads shared + sparse × top_k experts; several rows read the union of
+ * theirs (moe_route_count). */
+typedef struct {
+    size_t shared, expert;
+    int sparse, top_k;
+} weight_split;
+
+static weight_split weights_of(const model *m) {
+    weight_split ws = {0};
     const model_config *c = &m->cfg;
     for (int l = 0; l < c->n_layers; l++) {
         const layer_weights *w = &m->layers[l];
-        const kb_weight *ws[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
-        for (int i = 0; i < 7; i++) b += (size_t)ws[i]->rows * ws[i]->cols * kb_dtype_size(ws[i]->dt);
-        /* a sparse layer (moe.h): the router and the k experts one decode row
-         * is routed to (every expert has the same shape); several rows read
-         * the union of theirs, which this per-token figure does not cover */
+        const kb_weight *d[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) ws.shared += weight_size(d[i]);
         if (w->moe) {
-            const kb_weight *ms[4] = {&w->moe->router, &w->moe->gate[0], &w->moe->up[0], &w->moe->down[0]};
-            for (int i = 0; i < 4; i++)
-                b += (size_t)(i ? w->moe->top_k : 1) * ms[i]->rows * ms[i]->cols * kb_dtype_size(ms[i]->dt);
+            ws.shared += weight_size(&w->moe->router);
+            ws.expert = weight_size(&w->moe->gate[0]) + weight_size(&w->moe->up[0]) + weight_size(&w->moe->down[0]);
+            ws.top_k = w->moe->top_k;
+            ws.sparse++;
         }
     }
-    b += (size_t)m->lm_head.rows * m->lm_head.cols * kb_dtype_size(m->lm_head.dt);
-    return b;
+    ws.shared += weight_size(&m->lm_head);
+    return ws;
 }
 
+/* An MoE model's curve in experts and bytes: the distinct experts a step's
+ * rows read per sparse layer (measured routing), and the weight bytes that
+ * makes the step read, printed and written as CSV rows. */
+static void moe_tables(FILE *csv, const int *batches, int nb, int max_r, double (*experts)[16], weight_split ws) {
+    for (int t = 0; t < 2; t++) {
+        printf("\n%s\n%-8s", t ? "weights read per step, MB (shared + distinct experts x expert size)"
+                                : "distinct experts read per sparse layer per step (routing of the rows' text)",
+               "batch");
+        for (int r = 1; r <= max_r; r++) {
+            char h[16];
+            snprintf(h, sizeof h, "rows=%d", r);
+            printf(" %8s", h);
+        }
+        printf("\n");
+        for (int bi = 0; bi < nb; bi++) {
+            printf("%-8d", batches[bi]);
+            for (int r = 1; r <= max_r; r++) {
+                double x = experts[bi][r - 1], v = t ? (ws.shared + x * ws.sparse * ws.expert) / 1e6 : x;
+                printf(t ? " %8.2f" : " %8.1f", v);
+                if (csv) {
+                    csv_row row = {csv, 0};
+                    csv_row_field(&row, t ? "weight_mb_per_step" : "moe_distinct_experts_per_layer");
+                    csv_row_fieldf(&row, "%d", batches[bi]);
+                    csv_row_fieldf(&row, "%d", r);
+                    csv_row_fieldf(&row, "%.4f", v);
+                    csv_row_field(&row, t ? "MB" : "experts");
+                    csv_row_end(&row);
+                }
+            }
+            printf("\n");
+        }
+    }
+}
 
 int main(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *device = "cpu";
+    const char *dir = NULL, *out = NULL, *device = "cpu", *text = NULL;
     int reps = 5, ctx = 256, tp = 1, max_r = 8, max_b = 16, prefill = 0;
     static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R]\n"
-                                "                    [--tp N] [--device cpu|cuda] [--max-batch B] [--prefill N]\n"
+                                "                    [--tp N] [--device cpu|cuda] [--max-batch B] [--prefill N] [--text WORKLOAD]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
                                 " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
                                 " programmatic dependent launch: SPECBED_CUDA_PDL=0|1)\n";
@@ -127,6 +171,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-batch")) { if (opt_int("bench_engine", a, v, 16, 64, &max_b)) return 2; }
         else if (!strcmp(a, "--prefill")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &prefill)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_engine", v)) return 2; }
+        else if (!strcmp(a, "--text")) text = v;
         else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
         else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
@@ -154,6 +199,15 @@ int main(int argc, char **argv) {
     if (job.rank > 0) return tp_job_worker(&job, "bench_engine", eo);
     eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_engine: %s\n", err); return 1; }
+    const int sparse = weights_of(e->m).sparse > 0;
+    if (sparse && !text) {
+        fprintf(stderr, "bench_engine: %s is a mixture of experts: a step's cost follows the experts its rows route "
+                "to, and hashed token ids route as no text does; give --text WORKLOAD (e.g. code) to measure on "
+                "real text\n", dir);
+        gen_engine_free(e);
+        tp_job_close(&job);
+        return 2;
+    }
     const model_config *c = &e->m->cfg;
     char tmp_out[4200];
     snprintf(tmp_out, sizeof tmp_out, "%s.tmp", out ? out : "");
@@ -166,10 +220,27 @@ int main(int argc, char **argv) {
     printf("model %s: %d layers, hidden %d, vocab %d, threads %d, kernels %s, tp %d\n", dir, c->n_layers,
            c->hidden_size, c->vocab_size, kb_threads(), kernels, job.size);
 
-    /* Token ids: a deterministic spread over the vocabulary. */
-    const int n_toks = (prefill > ctx ? prefill : ctx) + MAXD * MAXR;
+    /* Token ids: sequence b's history and rows are toks[b·seg ..], its own
+     * stretch; the prefill reads toks from 0. --text: the workload's prompts
+     * one after another (real text, whose consecutive tokens route to
+     * overlapping experts); else a deterministic spread over the vocabulary,
+     * whose cost is the same as text's on a dense model. */
+    const int seg = ctx + max_r, n_toks = prefill > max_b * seg ? prefill : max_b * seg;
     int *toks = malloc(sizeof(int) * (size_t)n_toks);
-    for (int i = 0; i < n_toks; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)c->vocab_size);
+    if (text) {
+        wl_tokens wt;
+        int bad = wl_tokens_load(&wt, text, e->tok, 0, err, sizeof err) ||
+                  wl_tokens_stream(&wt, n_toks, toks, err, sizeof err);
+        wl_tokens_free(&wt);
+        if (bad) {
+            fprintf(stderr, "bench_engine: --text %s: %s\n", text, err);
+            if (csv) { fclose(csv); remove(tmp_out); }
+            return 1;
+        }
+        printf("tokens: workload %s (%d tokens, sequence b's at %d·b)\n", text, n_toks, seg);
+    } else {
+        for (int i = 0; i < n_toks; i++) toks[i] = (int)((i * 2654435761u) % (unsigned)c->vocab_size);
+    }
     int seqs[MAXD];
     for (int b = 0; b < max_b; b++) seqs[b] = kv_seq_new(e->kv);
     float *logits = malloc(sizeof(float) * (size_t)c->vocab_size * (size_t)rows_cap);
@@ -197,13 +268,14 @@ int main(int argc, char **argv) {
      * plain decode. */
     if (prefill < ctx) kv_truncate(e->kv, seqs[0], 0);   /* sequence 0 gets ctx tokens too */
     for (int b = prefill < ctx ? 0 : 1; b < max_b; b++) {
-        spans[0] = (fwd_span){.seq = seqs[b], .n = ctx, .tokens = toks};
+        spans[0] = (fwd_span){.seq = seqs[b], .n = ctx, .tokens = toks + (size_t)b * seg};
         fwd_batch fb = {.spans = spans, .n_spans = 1};
         fwd_out fo = {0};
         if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
     }
     kv_truncate(e->kv, seqs[0], ctx);
     const int batches[3] = {1, 4, 16};
+    double experts[3][MAXR] = {{0}};   /* distinct experts read per sparse layer per step (MoE) */
     double decode_tps = 0, decode_waits = 0, decode_graphs = 0, decode_nodes = 0, decode_inst = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
     for (int r = 1; r <= max_r; r++) {
@@ -218,13 +290,15 @@ int main(int argc, char **argv) {
         for (int r = 1; r <= max_r; r++) {
             int nl = 0;
             for (int b = 0; b < B; b++) {
-                spans[b] = (fwd_span){.seq = seqs[b], .n = r, .tokens = toks + ctx + b * max_r};
+                spans[b] = (fwd_span){.seq = seqs[b], .n = r, .tokens = toks + (size_t)b * seg + ctx};
                 for (int k = 0; k < r; k++) logit_rows[nl] = nl, nl++;
             }
             fwd_batch fb = {.spans = spans, .n_spans = B};
             fwd_out fo = {.logit_rows = logit_rows, .n_logit_rows = nl, .logits = logits};
             kb_device_counts c0, c1;
             kb_device_counts_now(&c0);
+            moe_route_count rc;
+            fwd_route_take(e->fwd, &rc);   /* from here on: this point's reps */
             for (int rep = 0; rep < reps; rep++) {
                 double t0 = gen_now();
                 if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
@@ -232,6 +306,7 @@ int main(int argc, char **argv) {
                 for (int b = 0; b < B; b++) kv_truncate(e->kv, seqs[b], ctx);
             }
             double ms = median(times, reps) * 1e3;
+            if (!fwd_route_take(e->fwd, &rc) && rc.calls) experts[bi][r - 1] = (double)rc.distinct / rc.calls;
             if (B == 1 && r == 1) {
                 decode_tps = 1e3 / ms;
                 kb_device_counts_now(&c1);
@@ -253,6 +328,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    if (sparse) moe_tables(csv, batches, 3, max_r, experts, weights_of(e->m));
     /* Batched decode: one row for each of B sequences (ctx history each). */
     const int dbatches[2] = {16, 64};
     double batch_tps[2] = {0, 0};
@@ -260,7 +336,7 @@ int main(int argc, char **argv) {
         const int B = dbatches[bi];
         if (B > max_b) continue;
         for (int b = 0; b < B; b++) {
-            spans[b] = (fwd_span){.seq = seqs[b], .n = 1, .tokens = toks + ctx + b};
+            spans[b] = (fwd_span){.seq = seqs[b], .n = 1, .tokens = toks + (size_t)b * seg + ctx};
             logit_rows[b] = b;
         }
         fwd_batch fb = {.spans = spans, .n_spans = B};
@@ -275,7 +351,8 @@ int main(int argc, char **argv) {
     }
     const int on_gpu = !strcmp(kb_device(), "cuda");
     double gbs = on_gpu ? device_copy_gbs() : stream_copy_gbs();
-    size_t wb = weight_bytes(e->m);
+    const weight_split wsp = weights_of(e->m);
+    const size_t wb = wsp.shared + (size_t)wsp.sparse * wsp.top_k * wsp.expert;
     double roof = gbs > 0 ? gbs * 1e9 / (double)wb : 0;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
     for (int bi = 0; bi < 2; bi++)

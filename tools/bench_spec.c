@@ -28,7 +28,6 @@
  *                   [--max-tokens N] [--depths 1-8] [--batch B] [--out FILE.csv] [--device cpu|cuda]
  *                   [--ngram-max N] [--ngram-min N] [--ngram-spec-factor F]
  *                   [--dspark-final-tap raw|normed] */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,52 +40,7 @@
 #include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
-
-typedef struct {
-    int **ids;
-    int *n;
-    int count;
-} prompt_set;
-
-/* Reads up to max prompts of a workloads/NAME.jsonl file ({"prompt"} or
- * {"turns": [...]}: the first turn). */
-static int load_workload(const char *root, const char *name, tokenizer *tok, int max, prompt_set *ps) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/workloads/%s.jsonl", root, name);
-    FILE *f = fopen(path, "r");
-    if (!f) { fprintf(stderr, "bench_spec: cannot read %s\n", path); return -1; }
-    ps->ids = calloc((size_t)max, sizeof(int *));
-    ps->n = calloc((size_t)max, sizeof(int));
-    ps->count = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0;
-    while (ps->count < max && (len = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-        if (!j) { fprintf(stderr, "bench_spec: %s:%d: not JSON\n", path, lineno); continue; }
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
-        if (!cJSON_IsString(p)) {
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "turns");
-            p = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, 0) : NULL;
-        }
-        char err[256];
-        if (cJSON_IsString(p) &&
-            !tok_encode(tok, p->valuestring, strlen(p->valuestring), &ps->ids[ps->count], &ps->n[ps->count], err,
-                        sizeof err) && ps->n[ps->count] > 0)
-            ps->count++;
-        cJSON_Delete(j);
-    }
-    free(line);
-    fclose(f);
-    return ps->count ? 0 : -1;
-}
-
-static void free_set(prompt_set *ps) {
-    for (int i = 0; i < ps->count; i++) free(ps->ids[i]);
-    free(ps->ids); free(ps->n);
-}
+#include "workload_tokens.h"
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *draft_dir = NULL, *dspark_dir = NULL, *out = NULL, *cost_path = NULL;
@@ -157,11 +111,6 @@ int main(int argc, char **argv) {
     enum { MAX_DRAFTERS = 8 };
     static cost_curve costs[MAX_DRAFTERS];
     char cost_names[MAX_DRAFTERS][32] = {{0}};
-    /* the repo root: workloads live next to bench/ */
-    char root[4096];
-    snprintf(root, sizeof root, "%s", argv[0]);
-    char *slash = strstr(root, "/build");
-    if (slash) *slash = 0; else snprintf(root, sizeof root, ".");
     FILE *csv = NULL;
     char tmp_out[4200];
     if (out) {
@@ -180,8 +129,12 @@ int main(int argc, char **argv) {
     gen_params gp = {.max_tokens = max_tokens, .ignore_eos = 1};
     char *wsave = NULL;
     for (char *w = strtok_r(workloads_s, ",", &wsave); w; w = strtok_r(NULL, ",", &wsave)) {
-        prompt_set ps;
-        if (load_workload(root, w, e->tok, num_prompts, &ps)) { rc = 1; continue; }
+        wl_tokens ps;
+        if (wl_tokens_load(&ps, w, e->tok, num_prompts, err, sizeof err)) {
+            fprintf(stderr, "bench_spec: %s\n", err);
+            rc = 1;
+            continue;
+        }
         /* speculation off: reference tokens and baseline speed */
         gen_result *ref = calloc((size_t)ps.count, sizeof *ref);
         double base_s = 0;
@@ -326,7 +279,7 @@ int main(int argc, char **argv) {
         }
         gen_results_free(ref, ps.count);
         free(ref);
-        free_set(&ps);
+        wl_tokens_free(&ps);
     }
     if (csv) {
         fclose(csv);

@@ -3,6 +3,7 @@
  * drafted token) and writes it as a cost table JSON (common/cost_curve.h) for
  * --cost-table, the confidence/adaptive verify policies and the depth recommender. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 #include "args.h"
@@ -14,6 +15,7 @@
 #include "spec_cli.h"
 #include "cli_tp.h"
 #include "cli_device.h"
+#include "workload_tokens.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -33,13 +35,17 @@ static void help(FILE *f) {
         "  --max-rows N        largest verify batch measured (default 128)\n"
         "  --history N         tokens already in each sequence's KV cache (default 256)\n"
         "  --reps N            repetitions per point; the median is kept (default 5)\n"
+        "  --text WORKLOAD     histories and verify rows from this workload's prompts (a name\n"
+        "                      under workloads/ or a .jsonl path), each sequence its own stretch;\n"
+        "                      required for a mixture-of-experts model, whose steps read the\n"
+        "                      experts their rows route to (default: hashed token ids)\n"
         "  --tp N              tensor parallelism over N processes (under `mpirun -np N`);\n"
         "                      the table records the degree (default 1)\n"
         CLI_DEVICE_HELP);
 }
 
 int cli_profile(int argc, char **argv) {
-    const char *model_dir = NULL, *out = NULL, *device = "cpu";
+    const char *model_dir = NULL, *out = NULL, *device = "cpu", *text = NULL;
     drafter_opts dop = {.name = "none", .max_seqs = 8};
     int max_rows = 128, history = 256, reps = 5, tp = 1;
     spec_cli given = {.dspark_model = -1};   /* speculation options given (spec_cli_check) */
@@ -55,6 +61,7 @@ int cli_profile(int argc, char **argv) {
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; device = v; if (cli_device_check(CMD, v)) return 2; }
+        else if (!strcmp(a, "--text")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; text = v; }
         else if (!strcmp(a, "--reps")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1000, &reps)) return 2; }
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
     }
@@ -79,20 +86,36 @@ int cli_profile(int argc, char **argv) {
     }
     drafter *d = NULL;
     cost_curve t;
-    int rc = 1;
+    int rc = 1, *ids = NULL;
+    long n_ids = 0;
+    if (text) {
+        wl_tokens wt;
+        if (wl_tokens_load(&wt, text, e->tok, 0, err, sizeof err)) { fprintf(stderr, CMD ": --text %s\n", err); goto out; }
+        n_ids = wt.total;
+        if (!(ids = malloc(sizeof(int) * (size_t)n_ids)) || wl_tokens_stream(&wt, (int)n_ids, ids, err, sizeof err)) {
+            wl_tokens_free(&wt);
+            fprintf(stderr, CMD ": --text %s: out of memory\n", text);
+            goto out;
+        }
+        wl_tokens_free(&wt);
+    }
     if (drafter_create(&d, &dop, e, err, sizeof err)) { fprintf(stderr, "specbed profile: %s\n", err); goto out; }
-    if (cost_profile(&t, e, d, max_rows, history, reps, err, sizeof err) ||
+    if (cost_profile(&t, e, d, max_rows, history, reps, ids, n_ids, text, err, sizeof err) ||
         cost_curve_save(&t, out, err, sizeof err)) {
         fprintf(stderr, "specbed profile: %s\n", err);
         goto out;
     }
-    printf("%8s %12s %14s\n", "rows", "ms/step", "ms/row");
-    for (int i = 0; i < t.n; i++)
-        printf("%8g %12.3f %14.4f\n", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
+    printf("%8s %12s %14s%s\n", "rows", "ms/step", "ms/row", t.n_moe ? "  experts/layer (MoE routing)" : "");
+    for (int i = 0; i < t.n; i++) {
+        printf("%8g %12.3f %14.4f", t.rows[i], t.seconds[i] * 1e3, t.seconds[i] * 1e3 / t.rows[i]);
+        if (t.n_moe) printf("  %12.2f", cost_curve_experts_at(&t, t.rows[i]));
+        printf("\n");
+    }
     cost_profile_print_draft(stdout, &t);
     printf("cost table written to %s\n", out);
     rc = 0;
 out:
+    free(ids);
     drafter_free(d);
     gen_engine_free(e);
     tp_job_close(&job);
