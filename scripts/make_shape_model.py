@@ -15,6 +15,15 @@ top-level rope_theta, "dtype" rather than "torch_dtype").
 Shapes (the body of the real models; vocab 4,096):
     qwen3-0.6b  hidden 1024, 28 layers, 16/8 heads, head_dim 128, intermediate 3072, tied head  (~0.89 GB)
     qwen3-8b    hidden 4096, 36 layers, 32/8 heads, head_dim 128, intermediate 12288, own head  (~15.2 GB)
+Mixture of experts (Qwen3MoeForCausalLM: every layer sparse, per-expert
+tensors as the released checkpoints store them, norm_topk_prob true):
+    qwen3-30b-a3b   hidden 2048, 48 layers, 32/4 heads, head_dim 128, 128 experts, top 8,
+                    moe_intermediate 768, own head: Qwen3-30B-A3B's config.json  (~58 GB)
+    qwen3-moe-small hidden 1024, 16 layers, 16/8 heads, head_dim 128, 64 experts, top 8,
+                    moe_intermediate 384, tied head: a 30B-A3B-like layer that fits this
+                    machine's memory; 8 × 384 = 3072 active, the 0.6B's MLP  (~2.6 GB)
+    qwen3-moe-small-dense  the same body with one dense MLP of 3072: the dense model of
+                    equal active size, to compare a verify step against  (~0.6 GB)
 
 Weights: N(0, 0.02²) matrices (transformers' initializer_range), norm gains
 N(1, 0.1²), rounded to bf16 (nearest even). To write 15 GB in seconds, the
@@ -39,6 +48,17 @@ SHAPES = {
                        head_dim=128, intermediate_size=3072, tie_word_embeddings=True),
     "qwen3-8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
                      head_dim=128, intermediate_size=12288, tie_word_embeddings=False),
+    # Qwen/Qwen3-30B-A3B config.json: intermediate_size 6144 is kept as published (no layer reads it:
+    # mlp_only_layers is empty and decoder_sparse_step 1)
+    "qwen3-30b-a3b": dict(hidden_size=2048, num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4,
+                          head_dim=128, intermediate_size=6144, tie_word_embeddings=False,
+                          num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
+    "qwen3-moe-small": dict(hidden_size=1024, num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=8,
+                            head_dim=128, intermediate_size=3072, tie_word_embeddings=True,
+                            num_experts=64, num_experts_per_tok=8, moe_intermediate_size=384),
+    "qwen3-moe-small-dense": dict(hidden_size=1024, num_hidden_layers=16, num_attention_heads=16,
+                                  num_key_value_heads=8, head_dim=128, intermediate_size=3072,
+                                  tie_word_embeddings=True),
 }
 POOL = 1 << 26
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,10 +87,18 @@ def tensors(s, vocab):
                 (p + "self_attn.q_norm.weight", (hd,), "g"),
                 (p + "self_attn.k_norm.weight", (hd,), "g"),
                 (p + "self_attn.o_proj.weight", (h, q), "w"),
-                (p + "post_attention_layernorm.weight", (h,), "g"),
-                (p + "mlp.gate_proj.weight", (i, h), "w"),
-                (p + "mlp.up_proj.weight", (i, h), "w"),
-                (p + "mlp.down_proj.weight", (h, i), "w")]
+                (p + "post_attention_layernorm.weight", (h,), "g")]
+        if "num_experts" in s:   # the router, then each expert's SwiGLU MLP
+            mi = s["moe_intermediate_size"]
+            out.append((p + "mlp.gate.weight", (s["num_experts"], h), "w"))
+            for e in range(s["num_experts"]):
+                out += [(p + f"mlp.experts.{e}.gate_proj.weight", (mi, h), "w"),
+                        (p + f"mlp.experts.{e}.up_proj.weight", (mi, h), "w"),
+                        (p + f"mlp.experts.{e}.down_proj.weight", (h, mi), "w")]
+        else:
+            out += [(p + "mlp.gate_proj.weight", (i, h), "w"),
+                    (p + "mlp.up_proj.weight", (i, h), "w"),
+                    (p + "mlp.down_proj.weight", (h, i), "w")]
     out.append(("model.norm.weight", (h,), "g"))
     if not s["tie_word_embeddings"]:
         out.append(("lm_head.weight", (vocab, h), "w"))
@@ -109,6 +137,12 @@ def config(name, s, tiny):
         "vocab_size": tiny["vocab_size"],
         "specbed_shape_model": name,
     }
+    if "num_experts" in s:   # transformers' Qwen3MoeConfig fields, as Qwen3-30B-A3B's config.json has them
+        c.update({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+                  "num_experts": s["num_experts"], "num_experts_per_tok": s["num_experts_per_tok"],
+                  "moe_intermediate_size": s["moe_intermediate_size"], "norm_topk_prob": True,
+                  "decoder_sparse_step": 1, "mlp_only_layers": [], "output_router_logits": False,
+                  "router_aux_loss_coef": 0.001})
     return c
 
 
