@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """deepspec_eval.py — DeepSpec's own DSpark evaluator against specbed's drafts
-on the bundled models (run by scripts/deepspec_eval.sh; not part of CI).
+on the bundled models (run by scripts/compare/deepspec_eval.sh; not part of CI).
 
 Owns: driving DeepSpec's evaluator (deepspec/eval/dspark/evaluator.py,
 Qwen3DSparkEvaluator) as it is, from a DeepSpec checkout given by path, on
@@ -48,7 +48,7 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def prompts(workloads, n):

@@ -1,12 +1,12 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # the LC_ variables are for the scripts that source this
 # llamacpp_common.sh — sourced (never run) by the scripts that fetch, build and
-# use llama.cpp outside the repository: scripts/llamacpp_server.sh and
+# use llama.cpp outside the repository: scripts/compare/llamacpp_server.sh and
 # tests/interop_llamacpp.sh (and, once it sources this too,
-# scripts/sidebyside_llamacpp.sh, whose steps 1-3 these functions are).
+# scripts/compare/sidebyside_llamacpp.sh, whose steps 1-3 these functions are).
 # Nothing of llama.cpp is committed: everything lives in the cache folder.
 #
-#   source scripts/llamacpp_common.sh
+#   source scripts/compare/llamacpp_common.sh
 #   lc_paths                  # the variables below; no side effects (tests use only this)
 #   lc_venv                   # converter venv in the cache (torch, transformers, ...)
 #   lc_source                 # llama-cpp-python sdist -> vendor/llama.cpp in LC_SRC
@@ -22,7 +22,7 @@
 # Callers set LC_LOG (log file, default /dev/null) and LC_TAG (message prefix).
 
 lc_paths() {
-  LC_ROOT="${LC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+  LC_ROOT="${LC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
   LC_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
   LC_CACHE="${SPECBED_CACHE:-$HOME/.cache/specbed}/llama.cpp-$LC_VERSION"
   LC_SDIST="$LC_CACHE/sdist/llama_cpp_python-$LC_VERSION.tar.gz"
@@ -129,8 +129,8 @@ lc_build() {   # lc_build TARGET...: one build at a time in LC_BUILD (flock on t
   fi
 }
 
-lc_convert() {   # lc_convert MODEL_DIR: bf16 GGUF through scripts/llamacpp_convert.py
-  local model="$1" name f need=0 convert="$LC_ROOT/scripts/llamacpp_convert.py"
+lc_convert() {   # lc_convert MODEL_DIR: bf16 GGUF through scripts/compare/llamacpp_convert.py
+  local model="$1" name f need=0 convert="$LC_ROOT/scripts/compare/llamacpp_convert.py"
   name="$(basename "$model")"
   LC_GGUF="$LC_GGUF_DIR/$name-bf16.gguf"
   [ -f "$LC_GGUF" ] || need=1

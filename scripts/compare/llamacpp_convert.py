@@ -6,7 +6,7 @@ Usage: llamacpp_convert.py LLAMA_CPP_DIR MODEL_DIR [convert_hf_to_gguf.py args..
 e.g.   llamacpp_convert.py ~/.cache/specbed/llama.cpp-0.3.36/src models/tiny \
            --outtype bf16 --outfile tiny-bf16.gguf
 
-LLAMA_CPP_DIR is a llama.cpp source tree (scripts/sidebyside_llamacpp.sh
+LLAMA_CPP_DIR is a llama.cpp source tree (scripts/compare/sidebyside_llamacpp.sh
 unpacks the one vendored in the llama-cpp-python sdist into its cache); this
 wrapper imports its `conversion` package and its gguf-py, patches two methods
 in memory (the copy on disk is never modified), then runs the converter's
@@ -14,7 +14,7 @@ main exactly as `python convert_hf_to_gguf.py MODEL_DIR ARGS` would:
 
 1. Pre-tokenizer. The converter identifies a BPE pre-tokenizer by hashing the
    token ids of a fixed test string and refuses hashes it has not seen. The
-   bundled tokenizers are trained here (scripts/train_tokenizer.py) with
+   bundled tokenizers are trained here (scripts/train/train_tokenizer.py) with
    Qwen2's split regex, so their hash is new by construction; an unknown hash
    is mapped to "qwen2" (llama.cpp's pre-tokenizer with that same regex).
    A known hash is left alone.

@@ -4,10 +4,10 @@
 # llama-server and converts the bundled target and draft model to GGUF, all
 # in the cache folder outside the repo. Nothing of llama.cpp is committed.
 #
-# Usage: scripts/llamacpp_server.sh [--target models/tiny] [--draft models/tiny-draft]
+# Usage: scripts/compare/llamacpp_server.sh [--target models/tiny] [--draft models/tiny-draft]
 #
 # Steps (each skipped when its output is already there; shared with
-# scripts/sidebyside_llamacpp.sh through scripts/llamacpp_common.sh):
+# scripts/compare/sidebyside_llamacpp.sh through scripts/compare/llamacpp_common.sh):
 #  1. the converter's venv in the cache (torch, transformers, ... from PyPI);
 #  2. the llama-cpp-python sdist from PyPI (pip download --no-binary), its
 #     vendor/llama.cpp unpacked to CACHE/src;
@@ -16,7 +16,7 @@
 #     time), then the llama-server target built (Release, GGML_NATIVE=ON,
 #     under NICE, -jJOBS); the build's wall time is printed;
 #  4. the target and the draft model converted to bf16 GGUF by
-#     scripts/llamacpp_convert.py (llama.cpp's convert_hf_to_gguf.py with the
+#     scripts/compare/llamacpp_convert.py (llama.cpp's convert_hf_to_gguf.py with the
 #     unknown pre-tokenizer hash mapped to qwen2 and the MTP tensors dropped,
 #     patched in memory; the draft model has no MTP tensors, same tokenizer);
 #  5. prints the paths, one `name: path` line each, on stdout.
@@ -25,7 +25,7 @@
 # SPECBED_CACHE/llama.cpp-VERSION), LLAMA_CPP_PYTHON_VERSION (0.3.36), JOBS
 # (build jobs, default 1), NICE (prefix for build steps, default "nice -n 19").
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET="$ROOT/models/tiny"
 DRAFT="$ROOT/models/tiny-draft"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -45,8 +45,8 @@ cmp -s "$TARGET/tokenizer.json" "$DRAFT/tokenizer.json" \
 
 # shellcheck disable=SC2034  # read by llamacpp_common.sh
 LC_ROOT="$ROOT" LC_TAG=llamacpp_server
-# shellcheck source=scripts/llamacpp_common.sh
-source "$ROOT/scripts/llamacpp_common.sh"
+# shellcheck source=scripts/compare/llamacpp_common.sh
+source "$ROOT/scripts/compare/llamacpp_common.sh"
 lc_paths
 mkdir -p "$LC_CACHE"
 LC_LOG="$LC_CACHE/server-setup.log"

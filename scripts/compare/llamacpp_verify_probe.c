@@ -1,6 +1,6 @@
 /* llamacpp_verify_probe.c — bench_engine's measurements, done with llama.cpp.
  *
- * Built and run only by scripts/sidebyside_llamacpp.sh, against the llama.cpp
+ * Built and run only by scripts/compare/sidebyside_llamacpp.sh, against the llama.cpp
  * it builds in its cache (not part of specbed's CMake build or of CI):
  *
  *   cc -O2 llamacpp_verify_probe.c -I SRC/include -I SRC/ggml/include \

@@ -4,7 +4,7 @@
 # that alternate the two programs. Not part of CI; nothing of llama.cpp is
 # committed: it is fetched and built in a cache folder outside the repo.
 #
-# Usage: scripts/sidebyside_llamacpp.sh [--threads 1,2] [--rounds 5] [--reps 7]
+# Usage: scripts/compare/sidebyside_llamacpp.sh [--threads 1,2] [--rounds 5] [--reps 7]
 #          [--model models/tiny] [--out DIR] [--no-greedy] [--setup-only]
 #
 # What it does (each step is skipped when its output is already there):
@@ -14,10 +14,10 @@
 #  2. the llama-cpp-python sdist (pip download --no-binary), whose
 #     vendor/llama.cpp is unpacked to CACHE/src; llama-bench and llama-simple
 #     built with cmake (Release, GGML_NATIVE=ON) in CACHE/build, niced, -j1
-#     unless JOBS says otherwise; scripts/llamacpp_verify_probe.c compiled
+#     unless JOBS says otherwise; scripts/compare/llamacpp_verify_probe.c compiled
 #     against that build;
 #  3. MODEL converted to a bf16 GGUF with llama.cpp's own convert_hf_to_gguf.py
-#     through scripts/llamacpp_convert.py (unknown pre-tokenizer hash → qwen2,
+#     through scripts/compare/llamacpp_convert.py (unknown pre-tokenizer hash → qwen2,
 #     tensors of layers >= num_hidden_layers — the MTP module — dropped; both
 #     patched in memory at run time, llama.cpp's files are not edited);
 #  4. specbed built into build/ (Release, as scripts/build.sh, niced);
@@ -43,7 +43,7 @@
 # BUILD_DIR (specbed build folder, default build/), JOBS (build jobs, 1),
 # NICE (prefix for build steps, default "nice -n 19").
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 THREADS=1,2
 ROUNDS=5
@@ -73,8 +73,8 @@ done
 
 # shellcheck disable=SC2034  # read by llamacpp_common.sh
 LC_ROOT="$ROOT" LC_TAG=sidebyside
-# shellcheck source=scripts/llamacpp_common.sh
-source "$ROOT/scripts/llamacpp_common.sh"   # cache layout, venv, sdist, configure, build, convert
+# shellcheck source=scripts/compare/llamacpp_common.sh
+source "$ROOT/scripts/compare/llamacpp_common.sh"   # cache layout, venv, sdist, configure, build, convert
 lc_paths
 VERSION="$LC_VERSION" CACHE="$LC_CACHE" JOBS="$LC_JOBS" SYS_PY="$LC_SYS_PY"
 NICE_CMD=("${LC_NICE[@]}")
@@ -109,14 +109,14 @@ say "building llama-bench and llama-simple (-j$JOBS; the first build takes a whi
 lc_build llama-bench llama-simple   # flock on CACHE/.build.lock: one build at a time in CACHE/build
 LBIN="$LBUILD/bin"
 PROBE="$CACHE/probe/llamacpp_verify_probe"
-if [ ! -x "$PROBE" ] || [ "$ROOT/scripts/llamacpp_verify_probe.c" -nt "$PROBE" ] || [ "$LBIN/libllama.so" -nt "$PROBE" ]; then
+if [ ! -x "$PROBE" ] || [ "$ROOT/scripts/compare/llamacpp_verify_probe.c" -nt "$PROBE" ] || [ "$LBIN/libllama.so" -nt "$PROBE" ]; then
   mkdir -p "$CACHE/probe"
-  run_logged probe "${NICE_CMD[@]}" cc -O2 -Wall -o "$PROBE" "$ROOT/scripts/llamacpp_verify_probe.c" \
+  run_logged probe "${NICE_CMD[@]}" cc -O2 -Wall -o "$PROBE" "$ROOT/scripts/compare/llamacpp_verify_probe.c" \
     -I "$SRC/include" -I "$SRC/ggml/include" -L "$LBIN" -lllama -lggml -lggml-base -Wl,-rpath,"$LBIN"
 fi
 
 # ---- 3. GGUF ------------------------------------------------------------------------
-lc_convert "$MODEL"   # scripts/llamacpp_convert.py, when GGUF is missing or older than its inputs
+lc_convert "$MODEL"   # scripts/compare/llamacpp_convert.py, when GGUF is missing or older than its inputs
 
 # ---- 4. specbed ---------------------------------------------------------------------
 say "building specbed into $BUILD_DIR (Release, -j$JOBS)"
@@ -279,7 +279,7 @@ UPTIME_END="$(uptime)"
 
 # ---- 7. table -----------------------------------------------------------------------------
 {
-  echo "command: scripts/sidebyside_llamacpp.sh --threads $THREADS --rounds $ROUNDS --reps $REPS --model $MODEL"
+  echo "command: scripts/compare/sidebyside_llamacpp.sh --threads $THREADS --rounds $ROUNDS --reps $REPS --model $MODEL"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "llama.cpp: vendor/llama.cpp of llama-cpp-python $VERSION (commit ${LCOMMIT:-unknown}), CPU backend, GGML_NATIVE=ON; GGUF $GGUF (bf16)"
   # the SIMD path (SPECBED_CPU_PATH=avx512bf16 selects the bf16 dot products)

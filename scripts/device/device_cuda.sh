@@ -5,7 +5,7 @@
 # later steps are skipped when it comes):
 #   1. builds build-gpu/ (Release, sm_90 only: the machine's chip, -j16) —
 #      specbed, bench_engine, bench_spec and test_cuda;
-#   2. makes the shape models (scripts/make_shape_model.py: Qwen3-0.6B's
+#   2. makes the shape models (scripts/device/make_shape_model.py: Qwen3-0.6B's
 #      and Qwen3-8B's bodies, random bf16 weights, the bundled tokenizer);
 #   3. test_cuda (every kernel against the CPU, batch invariance, fixture
 #      logits, spec on = spec off under CUDA);
@@ -32,13 +32,13 @@
 # The device machine cannot install packages, and it may lack the
 # project's Debian libraries (cJSON, PCRE2, libmicrohttpd, libcurl,
 # libcsv). So, first, HERE on the project's machine:
-#   scripts/device_cuda.sh --prepare        # copies their headers and libraries into .devsys/
+#   scripts/device/device_cuda.sh --prepare        # copies their headers and libraries into .devsys/
 # then one call of the device tool:
-#   run(command="scripts/device_cuda.sh", carry=[".devsys"], timeout_s=400)
+#   run(command="scripts/device/device_cuda.sh", carry=[".devsys"], timeout_s=400)
 # On the device machine .devsys/ is used only when pkg-config does not find
 # the libraries there (it is a Debian 12 build: it needs glibc ≥ 2.36).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEVSYS="$ROOT/.devsys"
 MODULES=(libcjson libpcre2-8 libmicrohttpd libcurl)
 
@@ -105,7 +105,7 @@ WRAP
 }
 
 if [ "${1:-}" = "--prepare" ]; then prepare; exit $?; fi
-if [ $# -gt 0 ]; then echo "usage: scripts/device_cuda.sh [--prepare]" >&2; exit 2; fi
+if [ $# -gt 0 ]; then echo "usage: scripts/device/device_cuda.sh [--prepare]" >&2; exit 2; fi
 
 T0=$(date +%s)
 if [ -n "${OUT:-}" ]; then R="$OUT/run"; else R="$ROOT/results/device-cuda/$(date -u +%Y%m%dT%H%M%SZ)"; fi
@@ -151,7 +151,7 @@ RUN_ENV=(env -u SPECBED_CUDA_MATMUL -u SPECBED_CUDA_GRAPHS -u SPECBED_CUDA_PDL)
 # DEVICE_CUDA_DEVSYS=1 uses .devsys/ even where the libraries are installed (to try it out here)
 if [ "${DEVICE_CUDA_DEVSYS:-0}" = 1 ] || ! pkg-config --exists "${MODULES[@]}" 2>/dev/null || [ ! -e /usr/include/csv.h ]; then
   if [ ! -d "$DEVSYS" ]; then
-    say "the project's libraries are missing here and .devsys/ was not carried: run scripts/device_cuda.sh --prepare first"
+    say "the project's libraries are missing here and .devsys/ was not carried: run scripts/device/device_cuda.sh --prepare first"
     exit 1
   fi
   say "libraries: from .devsys/ (the project's machine's copies)"
@@ -171,8 +171,8 @@ step "configure" 60 "$BLOG" cmake -S "$ROOT" -B "$B" "${CMAKE_ARGS[@]}" || { tai
 # the shape models are written while the build runs (numpy on the CPU, disk)
 M06="$ROOT/build-gpu-models/qwen3-0.6b" M8="$ROOT/build-gpu-models/qwen3-8b"
 MLOG="$R/models.log"
-( timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-0.6b "$M06" >> "$MLOG" 2>&1 &&
-  timeout 150 python3 "$ROOT/scripts/make_shape_model.py" qwen3-8b "$M8" >> "$MLOG" 2>&1; echo "rc=$?" >> "$MLOG" ) &
+( timeout 150 python3 "$ROOT/scripts/device/make_shape_model.py" qwen3-0.6b "$M06" >> "$MLOG" 2>&1 &&
+  timeout 150 python3 "$ROOT/scripts/device/make_shape_model.py" qwen3-8b "$M8" >> "$MLOG" 2>&1; echo "rc=$?" >> "$MLOG" ) &
 MODELS_PID=$!
 step "build (specbed, bench_engine, bench_spec, test_cuda)" 200 "$BLOG" \
   cmake --build "$B" -j16 --target specbed bench_engine bench_spec test_cuda || { tail -40 "$BLOG"; exit 1; }

@@ -9,8 +9,8 @@ dimension is 4,096, not the real model's 151,936) and a config.json laid out
 as transformers 5 writes a Qwen3 config (rope_parameters rather than a
 top-level rope_theta, "dtype" rather than "torch_dtype").
 
-    scripts/make_shape_model.py qwen3-0.6b OUT_DIR
-    scripts/make_shape_model.py qwen3-8b OUT_DIR [--seed N]
+    scripts/device/make_shape_model.py qwen3-0.6b OUT_DIR
+    scripts/device/make_shape_model.py qwen3-8b OUT_DIR [--seed N]
 
 Shapes (the body of the real models; vocab 4,096):
     qwen3-0.6b  hidden 1024, 28 layers, 16/8 heads, head_dim 128, intermediate 3072, tied head  (~0.89 GB)
@@ -41,7 +41,7 @@ SHAPES = {
                      head_dim=128, intermediate_size=12288, tie_word_embeddings=False),
 }
 POOL = 1 << 26
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENIZER_DIR = os.path.join(ROOT, "models", "tiny")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
 

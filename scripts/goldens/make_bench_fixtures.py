@@ -18,12 +18,12 @@ servers' own sources and from logs users posted:
     variants (SWA: #full token / #swa token; GDN/mamba: mamba num / usage),
     PD-decode fields, SGLANG_LOG_FORWARD_ITERS "[iter]", and lines without
     the timestamp prefix; plus specbed serve's SGLang-shaped line.
-Deterministic; no network. Run: python3 scripts/make_bench_fixtures.py
+Deterministic; no network. Run: python3 scripts/goldens/make_bench_fixtures.py
 """
 import json
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M = os.path.join(ROOT, "tests", "fixtures", "metrics")
 W = os.path.join(ROOT, "tests", "fixtures", "workloads")
 

@@ -64,9 +64,9 @@ goldens do not cover.
 Both DSpark paths first run check_chain_mask: the one masked pass in which
 train_dspark.py --chain-blocks trains chained blocks must equal dspark_chain.
 
-Usage: .venv/bin/python scripts/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
-       .venv/bin/python scripts/make_drafter_fixture.py --final-tap [--final-steps N] [--seed S]
-       .venv/bin/python scripts/make_drafter_fixture.py --mtp2 [--mtp2-steps N] [--seed S]
+Usage: .venv/bin/python scripts/goldens/make_drafter_fixture.py [--steps N] [--seed S] [--bundled-chain]
+       .venv/bin/python scripts/goldens/make_drafter_fixture.py --final-tap [--final-steps N] [--seed S]
+       .venv/bin/python scripts/goldens/make_drafter_fixture.py --mtp2 [--mtp2-steps N] [--seed S]
 """
 import argparse
 import json
@@ -80,10 +80,11 @@ import torch.nn.functional as F
 from safetensors.torch import save_file, load_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# tiny_modules (the reference forwards) lives with the training code, in scripts/train/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
 import tiny_modules as tm  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TARGET = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied")
 MTP_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp")
 MTP2_DIR = os.path.join(ROOT, "tests", "fixtures", "qwen3-tied-mtp2")
@@ -219,8 +220,8 @@ def write_mtp(target, mtp, ctxs):
             doc["contexts"].append({"name": name, "n_tokens": n + 1, "rows": rows, "draft_tokens": drafts.tolist()})
     doc.update({"model": "tests/fixtures/qwen3-tied-mtp (MTP module model.layers.%d.*)" % L,
                 "depth": MTP_DEPTH,
-                "tensors": "as tests/golden/mtp/golden.json (scripts/make_drafter_goldens.py)",
-                "command": "scripts/make_drafter_fixture.py",
+                "tensors": "as tests/golden/mtp/golden.json (scripts/goldens/make_drafter_goldens.py)",
+                "command": "scripts/goldens/make_drafter_fixture.py",
                 "precision": "f32 weights and arithmetic"})
     save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "golden.json"), "w") as f:
@@ -404,10 +405,10 @@ def write_dspark(target, stack, ds, dcfg, ctxs):
             dspark_context_golden(ds, stack, name, x, ci == len(ctxs) - 1, tensors, doc)
     doc.update({"model": "tests/fixtures/dspark-tiny with target tests/fixtures/qwen3-tied",
                 "block_size": g, "target_layer_ids": ds.target_layer_ids, "mask_token_id": ds.mask_token_id,
-                "tensors": "as tests/golden/dspark/golden.json (scripts/make_drafter_goldens.py), plus "
+                "tensors": "as tests/golden/dspark/golden.json (scripts/goldens/make_drafter_goldens.py), plus "
                            "<c>.chain_tokens [2γ] / <c>.chain_confidence [2γ] / <c>.chain_logits [2γ, vocab] "
                            "(last context): greedy drafts at depth 2γ under spec/drafter_dspark.h's chaining rule",
-                "command": "scripts/make_drafter_fixture.py",
+                "command": "scripts/goldens/make_drafter_fixture.py",
                 "precision": "f32 arithmetic from bf16 weights"})
     save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "golden.json"), "w") as f:
@@ -467,7 +468,7 @@ def main_final_tap(args):
                                "after the final norm (HF output_hidden_states[%d]; specbed --dspark-final-tap "
                                "normed)" % L),
                     "tensors": "as tests/golden/dspark-fixture/golden.json",
-                    "command": "scripts/make_drafter_fixture.py --final-tap",
+                    "command": "scripts/goldens/make_drafter_fixture.py --final-tap",
                     "precision": "f32 arithmetic from bf16 weights"})
         save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
         with open(os.path.join(out, "golden.json"), "w") as f:
@@ -503,7 +504,7 @@ def bundled_chain_golden():
     doc.update({"model": "models/tiny-dspark with target models/tiny", "block_size": g,
                 "target_layer_ids": ds.target_layer_ids, "mask_token_id": ds.mask_token_id,
                 "tensors": "as tests/golden/dspark-fixture/golden.json",
-                "command": "scripts/make_drafter_fixture.py --bundled-chain",
+                "command": "scripts/goldens/make_drafter_fixture.py --bundled-chain",
                 "precision": "f32 arithmetic from the committed bf16 weights"})
     save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "golden.json"), "w") as f:
@@ -654,9 +655,9 @@ def write_mtp2(target, mods, ctxs, steps, seed):
                         "(true and chained); the hidden chained is g after the drafting module's final norm "
                         "(module 1: its own shared_head.norm)",
                 "first_module_only_min_step_diff": apart,
-                "tensors": "as tests/golden/mtp/golden.json (scripts/make_drafter_goldens.py); row_logits are "
+                "tensors": "as tests/golden/mtp/golden.json (scripts/goldens/make_drafter_goldens.py); row_logits are "
                            "module 0's causal rows",
-                "command": "scripts/make_drafter_fixture.py --mtp2 --mtp2-steps %d --seed %d" % (steps, seed),
+                "command": "scripts/goldens/make_drafter_fixture.py --mtp2 --mtp2-steps %d --seed %d" % (steps, seed),
                 "precision": "f32 weights and arithmetic"})
     save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "golden.json"), "w") as f:

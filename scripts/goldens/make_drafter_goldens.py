@@ -17,13 +17,17 @@ Usage: make_drafter_goldens.py [--out tests/golden]
 import argparse
 import json
 import os
+import sys
 
 import torch
 from safetensors.torch import save_file
 
-import eval_drafters as ev
-import tiny_common as tc
-import tiny_modules as tm
+# The reference forwards and the drafters' evaluation live with the training
+# code, in scripts/train/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+import eval_drafters as ev  # noqa: E402
+import tiny_common as tc  # noqa: E402
+import tiny_modules as tm  # noqa: E402
 
 K = 5
 
@@ -87,7 +91,7 @@ def mtp_golden(target, outdir, lengths, args):
                                 "module's own output after the target's final norm, at RoPE position n-1+j, "
                                 "attending rows 0..n-1 and the earlier chained rows",
             "<c>.draft_logits": "[depth, vocab] logits that produced each draft token"},
-        "command": "scripts/make_drafter_goldens.py",
+        "command": "scripts/goldens/make_drafter_goldens.py",
         "precision": "f32 arithmetic from the committed bf16 weights; compare with a tolerance (~1e-3 relative)"})
     save_file(tensors, os.path.join(outdir, "golden.safetensors"), metadata={"format": "pt"})
     tc.write_json(os.path.join(outdir, "golden.json"), doc)
@@ -130,7 +134,7 @@ def dspark_golden(target, outdir, lengths, args):
             "<c>.corrected_logits": "[block_size, vocab] U_k + W2(W1[x_{k-1}]), x_0 = anchor, x_k = draft k",
             "<c>.confidence": "[block_size] sigmoid(proj([norm(h_k); W1[x_{k-1}]]) + b)",
             "<c>.base_logits": "[block_size, vocab] U_k = lm_head(norm(h_k)) (last context only)"},
-        "command": "scripts/make_drafter_goldens.py",
+        "command": "scripts/goldens/make_drafter_goldens.py",
         "precision": "f32 arithmetic from the committed bf16 weights; compare with a tolerance (~1e-3 relative)"})
     save_file(tensors, os.path.join(outdir, "golden.safetensors"), metadata={"format": "pt"})
     tc.write_json(os.path.join(outdir, "golden.json"), doc)

@@ -19,7 +19,7 @@ matrix), embeddings with a std that puts logits a few units apart, and norm
 weights 1 + noise. The script prints the median top1-top2 logit gap over a
 random prompt so a reader can see margins are clear.
 
-Usage: .venv/bin/python scripts/make_fixture.py [--tokenizer PATH] [--vocab N]
+Usage: .venv/bin/python scripts/goldens/make_fixture.py [--tokenizer PATH] [--vocab N]
        [--out DIR] [--seed S]
 """
 import argparse
@@ -32,7 +32,7 @@ import sys
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tokenizer_info(path):

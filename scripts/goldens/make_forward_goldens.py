@@ -36,7 +36,7 @@ text prompt, with the top1-top2 margin at each step (so a test can see the
 path has no near-tie). --random-prompts and --boundary-only shrink the file
 for fixtures whose vocabulary makes each logit row large.
 
-Usage: .venv/bin/python scripts/make_forward_goldens.py --model DIR --out DIR
+Usage: .venv/bin/python scripts/goldens/make_forward_goldens.py --model DIR --out DIR
        [--logit-positions N] [--max-bytes B] [--random-prompts K]
        [--boundary-only] [--greedy N]
 """

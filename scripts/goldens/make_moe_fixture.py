@@ -22,7 +22,7 @@ and their HF goldens.
                                          row's sum depends on its order, which top-2
                                          from zero does not show
   tests/golden/forward/qwen3-moe-tiny{,-nonorm}/   HF goldens
-                                         (scripts/make_forward_goldens.py, boundary
+                                         (scripts/goldens/make_forward_goldens.py, boundary
                                          rows only, and greedy.json for the first)
 
 Sizes: hidden 32 (2 heads × 16, 1 kv head) keeps the 4096-row embedding,
@@ -33,7 +33,7 @@ through every matrix); the script prints the smallest gap between the
 k-th and (k+1)-th router probability over the golden prompts, which says
 how far the routing is from a tie that rounding could flip.
 
-Usage: .venv/bin/python scripts/make_moe_fixture.py [--seed S]
+Usage: .venv/bin/python scripts/goldens/make_moe_fixture.py [--seed S]
 """
 import argparse
 import json
@@ -49,7 +49,7 @@ from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_fixture import init_weights, median_gap, tokenizer_info  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests/fixtures")
 GOLD = os.path.join(ROOT, "tests/golden/forward")
 TOK = os.path.join(FIX, "tokenizer/tokenizer.json")
@@ -126,7 +126,7 @@ def router_gap(model, vocab, gen):
 
 
 def goldens(model_dir, out, extra):
-    cmd = [sys.executable, os.path.join(ROOT, "scripts/make_forward_goldens.py"), "--model", model_dir,
+    cmd = [sys.executable, os.path.join(ROOT, "scripts/goldens/make_forward_goldens.py"), "--model", model_dir,
            "--out", out, "--boundary-only"] + extra
     print(" ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd))
     subprocess.run(cmd, check=True)

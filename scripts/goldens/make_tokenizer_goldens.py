@@ -42,7 +42,7 @@ import unicodedata
 import tokenizers
 from tokenizers import Tokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # ---- source material ---------------------------------------------------------
 

@@ -4,9 +4,9 @@
 # rounds; prints min and median of prefill tokens/s, single-stream decode
 # tokens/s and the forward cost (ms) at batch 1 × 1 row, batch 1 × 8 rows and
 # batch 16 × 8 rows. Run it on an idle machine (it prints `uptime` first).
-# usage: scripts/bench_tp.sh [BUILD_DIR] [MODEL] [ROUNDS] [N]
+# usage: scripts/studies/bench_tp.sh [BUILD_DIR] [MODEL] [ROUNDS] [N]
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 B="${1:-$ROOT/build}" M="${2:-$ROOT/models/tiny}" ROUNDS="${3:-5}" N="${4:-2}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TMP=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # canary_evidence.sh — the canary's first validation benchmark, one fault
-# profile only; scripts/canary_power.sh supersedes it (every fault kind,
+# profile only; scripts/studies/canary_power.sh supersedes it (every fault kind,
 # false alarms, time from /health, the collision power curve; bench/RECORD.md
 # "Canary power"). Kept for a quick check:
 # N cold launches of `specbed serve --inject-fault` (the default fault
@@ -9,11 +9,11 @@
 # launch, the verdict, the time of the first flag and which check raised it,
 # and the loaded intervals judged; then the totals. Not a test: it prints
 # numbers (and keeps every run's evidence under OUT).
-# usage: scripts/canary_evidence.sh [N=20] [DURATION_S=6]
+# usage: scripts/studies/canary_evidence.sh [N=20] [DURATION_S=6]
 #   env: BIN (default build/specbed), MODEL (tests/fixtures/qwen3-tied),
 #        DEPTH (4), OUT (results/canary-evidence)
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 N="${1:-20}"; DUR="${2:-6}"
 BIN="${BIN:-$ROOT/build/specbed}"
 MODEL="${MODEL:-$ROOT/tests/fixtures/qwen3-tied}"

@@ -10,7 +10,7 @@
 # models (models/tiny drafted by models/tiny-draft). Not a test: it prints
 # tables (Markdown) and keeps every launch's evidence under OUT.
 #
-# usage: scripts/canary_power.sh [N=20] [NP=5] [DURATION_S=6]
+# usage: scripts/studies/canary_power.sh [N=20] [NP=5] [DURATION_S=6]
 #   N   launches per fault kind and clean (main table, depth 5)
 #   NP  launches per (depth, p) cell of the power curve
 #   NT  launches per fault kind and clean on models/tiny (env, default 10; 0 skips)
@@ -28,9 +28,9 @@
 #        does since its copy stage),
 #        TABLES_ONLY=1: launch nothing, print the tables and redraw the figure
 #        from an existing OUT/launches.csv
-# Needs jq; gnuplot for the figure (scripts/canary_power_plot.sh; skipped without it).
+# Needs jq; gnuplot for the figure (scripts/studies/canary_power_plot.sh; skipped without it).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 N="${1:-20}"; NP="${2:-5}"; DUR="${3:-6}"
 BIN="${BIN:-$ROOT/build/specbed}"
 MODEL="${MODEL:-$ROOT/tests/fixtures/qwen3-tied}"
@@ -172,5 +172,5 @@ fi
 } | tee "$OUT/tables-summary.md"
 
 # ---- figure ----
-"$ROOT/scripts/canary_power_plot.sh" "$OUT" "$P_INCIDENT" || echo "canary_power: no figure" >&2
+"$ROOT/scripts/studies/canary_power_plot.sh" "$OUT" "$P_INCIDENT" || echo "canary_power: no figure" >&2
 echo "every launch: $CSV; evidence under $OUT/{main,power,ivonly}/"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# canary_power_plot.sh — the figure of scripts/canary_power.sh from its
+# canary_power_plot.sh — the figure of scripts/studies/canary_power.sh from its
 # launches.csv (so it can be redrawn without relaunching anything):
 #   left   detection rate against the measured corrupted-request rate (load
 #          completions ≠ spec-off reference, per 1,000), for the whole canary
@@ -8,7 +8,7 @@
 #   right  the lowest judged interval accept length against p, with each
 #          depth's calibrated threshold; the p nearest the incident's rate
 #          at depth 5 marked
-# usage: scripts/canary_power_plot.sh OUT [P_INCIDENT=0.015]   (writes OUT/power.png and OUT/power.svg)
+# usage: scripts/studies/canary_power_plot.sh OUT [P_INCIDENT=0.015]   (writes OUT/power.png and OUT/power.svg)
 set -euo pipefail
 OUT="$1"; PI="${2:-0.015}"
 CSV="$OUT/launches.csv"

@@ -13,7 +13,7 @@ concurrency and writes CSV with vLLM bench field names:
   tokens committed by one speculative step arrive as one chunk), mean TPOT
   ms ((e2e - ttft) / (tokens - 1)), accept length from /metrics deltas.
 
-usage: scripts/serve_bench.py --url http://127.0.0.1:8000 --workload workloads/code.jsonl \
+usage: scripts/studies/serve_bench.py --url http://127.0.0.1:8000 --workload workloads/code.jsonl \
            --concurrency 1,2,4,8,16,32 --max-tokens 128 [--spec-depth K] [--out FILE.csv]
 """
 import argparse

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # soak.sh — start `specbed serve` on the bundled models with a drafter and
-# run scripts/soak.py against it (default 30 minutes, 32 clients, plus the
+# run scripts/studies/soak.py against it (default 30 minutes, 32 clients, plus the
 # trickling, stalled and reconnecting connections soak.py adds); the
 # samples go to results/soak.csv. Not part of CI.
-# usage: scripts/soak.sh [MINUTES] [CLIENTS]
+# usage: scripts/studies/soak.sh [MINUTES] [CLIENTS]
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 B="${BUILD_DIR:-$ROOT/build}"
 "$ROOT/scripts/setup.sh"
 cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -23,5 +23,5 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ -n "$URL" ] || { echo "soak: the server did not start"; cat "$LOG"; exit 1; }
-python3 "$ROOT/scripts/soak.py" --url "$URL" --pid "$PID" --minutes "${1:-30}" --clients "${2:-32}" \
+python3 "$ROOT/scripts/studies/soak.py" --url "$URL" --pid "$PID" --minutes "${1:-30}" --clients "${2:-32}" \
   --out "$ROOT/results/soak.csv"

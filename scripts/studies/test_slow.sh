@@ -4,7 +4,7 @@
 # they take a few minutes instead of the better part of an hour under ASan.
 # Extra arguments go to ctest.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export BUILD_DIR="${BUILD_DIR:-$ROOT/build-slow}"
 BUILD_TYPE=Release "$ROOT/scripts/build.sh" -DSPECBED_WERROR=ON
 cd "$BUILD_DIR"

@@ -6,12 +6,12 @@ and writes a COPY of the checkpoint with the map (spec/draft_vocab.h).
 
 Counting (--corpus):
   bundled   the bundled tiny family's training corpus: the train split of
-            both domains (scratch/corpus from scripts/build_corpus.py,
+            both domains (scratch/corpus from scripts/train/build_corpus.py,
             tokenized by tiny_common.token_stream, the streams
             scripts/train_*.py train on; models/corpus_manifest.json lists
             its documents)
   fixture   the fixture drafters' training data: the fixture target's
-            greedy continuations that scripts/make_drafter_fixture.py
+            greedy continuations that scripts/goldens/make_drafter_fixture.py
             trains tests/fixtures/qwen3-tied-mtp and dspark-tiny on (its
             sequences(), same count, lengths and seed)
 Ties in the count go to the lower id. The map is EAGLE-3's: the kept ids
@@ -35,10 +35,10 @@ small; SRC itself is never written. Output goes to --out (default under
 results/draft-vocab/); writing into models/ is refused.
 
 Usage:
-  .venv/bin/python scripts/make_draft_vocab.py --n 1024 --dspark models/tiny-dspark
-  .venv/bin/python scripts/make_draft_vocab.py --n 1024 --mtp models/tiny
+  .venv/bin/python scripts/train/make_draft_vocab.py --n 1024 --dspark models/tiny-dspark
+  .venv/bin/python scripts/train/make_draft_vocab.py --n 1024 --mtp models/tiny
   # the committed test fixtures (tests/test_drafter_vocab.c):
-  .venv/bin/python scripts/make_draft_vocab.py --fixtures
+  .venv/bin/python scripts/train/make_draft_vocab.py --fixtures
 """
 import argparse
 import json
@@ -53,7 +53,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(ROOT, "models")
 FIX = os.path.join(ROOT, "tests", "fixtures")
 FIXTURE_N = 512   # of the fixture's 4096: the lossless tests still see drafts accepted (printed coverage)
@@ -71,7 +71,7 @@ def counts_bundled(vocab):
     for domain in tc.DOMAINS:
         if not os.path.exists(os.path.join(tc.CORPUS, domain, "train.jsonl")) and \
                 not os.path.exists(os.path.join(tc.WORK, "data", "%s.train.npy" % domain)):
-            die("no training corpus at %s; build it with scripts/build_corpus.py" % tc.CORPUS)
+            die("no training corpus at %s; build it with scripts/train/build_corpus.py" % tc.CORPUS)
         s = tc.token_stream(domain, "train")
         c += np.bincount(s.astype(np.int64), minlength=vocab)[:vocab]
         print("corpus %s/train: %d tokens" % (domain, len(s)))

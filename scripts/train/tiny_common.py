@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.environ.get("SPECBED_CORPUS", os.path.join(ROOT, "scratch", "corpus"))
 WORK = os.environ.get("SPECBED_TINY_WORK", os.path.join(ROOT, "scratch", "tiny"))
 MODELS = os.environ.get("SPECBED_MODELS", os.path.join(ROOT, "models"))

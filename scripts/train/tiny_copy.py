@@ -82,7 +82,7 @@ with joint plants: probes 17 -> 28 of 39, copy_token_acc 0.942 -> 0.971,
 first key token 0.74 -> 0.95 (models/README.md has the command and the
 longer run).
 
-Adopted 4 Dec (models/tiny, scripts/train_tiny.sh steps joint and
+Adopted 4 Dec (models/tiny, scripts/train/train_tiny.sh steps joint and
 anneal): 1,600 steps of that recipe from stage 2 (34 of 39 probes), then
 500 steps at a fifth of the LR with recall rows 40% of the copy rows
 (--copy-mix 0.4,0.1,0.15,0.25,0.1): 36 of 39, key tokens 0.994, the key's

@@ -36,13 +36,13 @@ THROUGHPUT = """How the dimensions were chosen (training tokens/s, measured befo
 
 The 4-layer d=256 model was the largest whose target training (≈ 9M tokens) plus the three drafters fit
 the ~80-minute budget on shared cores; busy-waiting OpenMP threads lost 5× whenever another process held a
-core, hence OMP_WAIT_POLICY=PASSIVE in scripts/train_tiny.sh.
+core, hence OMP_WAIT_POLICY=PASSIVE in scripts/train/train_tiny.sh.
 """
 
-# Measured by hand (scripts/train_speed.py prints it; no record file holds it).
+# Measured by hand (scripts/train/train_speed.py prints it; no record file holds it).
 PRECISION_NOTE = """Every trainer takes `--precision bf16|f32` (train_tiny.sh: `PRECISION=`); the bundled models are the bf16
-autocast runs. On a CPU where torch dispatches only AVX2 kernels its bf16 is emulated: `cd scripts &&
-OMP_WAIT_POLICY=PASSIVE ../.venv/bin/python train_speed.py` (8 × 512 random tokens per AdamW step, 2 threads,
+autocast runs. On a CPU where torch dispatches only AVX2 kernels its bf16 is emulated: `OMP_WAIT_POLICY=PASSIVE
+.venv/bin/python scripts/train/train_speed.py` (8 × 512 random tokens per AdamW step, 2 threads,
 torch 2.9.1; 2 Dec 17:15 UTC, idle: load average 0.26) on an AVX2-only AMD EPYC: the target 100 tok/s with
 bf16 autocast, 1,846 in f32; in f32 8 query / 4 KV heads of 32: 2,026, 6 layers: 1,388. There a retrain needs
 f32, and the target's four stages (≈ 29M tokens) alone would take ≈ 4.5 hours.
@@ -63,10 +63,10 @@ COPY_EXPERIMENTS = (
     'on 3 Dec, later (not adopted): whether depth is what the copy lacks, the bundled target grown to 6 '
     'layers (`train_target.py --grow-layers 2`: two copies of its last layer appended with o_proj and '
     'down_proj zeroed, so the grown model starts with exactly the bundled logits, checked: max difference '
-    '0) and continued with the recipe of the 800-step run above, `cd scripts && ../.venv/bin/python '
-    'train_target.py --precision bf16 --init ../models/tiny --grow-layers 2 --copy-frac 0.5 --max-back '
+    '0) and continued with the recipe of the 800-step run above, `.venv/bin/python '
+    'scripts/train/train_target.py --precision bf16 --init models/tiny --grow-layers 2 --copy-frac 0.5 --max-back '
     '900 --copy-mix 0.15,0.15,0.2,0.35,0.15 --seq 1024 --batch 4 --steps 800 --lr 1e-3 --warmup 50 --seed '
-    '8 --name grow6 --out ../scratch/tiny/grow6` (AMD EPYC, AVX-512 bf16, alone, 17:10–17:29 UTC, 3,060 '
+    '8 --name grow6 --out scratch/tiny/grow6` (AMD EPYC, AVX-512 bf16, alone, 17:10–17:29 UTC, 3,060 '
     'tok/s): probes 17 of 39, key-token accuracy 0.940, random spans 0.83–0.94, natural text 0.45–0.73, '
     'val loss code 2.294 / prose 2.989 — the 4-layer run with the same recipe and seed ended at 17 of 39 '
     'and 0.942, so '
@@ -77,13 +77,13 @@ COPY_EXPERIMENTS = (
     ' Found 3 Dec, evening: the recall plants had been tokenized apart from their intro (". " + "The", a '
     "sequence no text has; tiny_copy.py's docstring), which is why the recall on cue stayed the weakest "
     'token. With plants tokenized as the text they are (the default now; `--copy-split-cue` keeps the old'
-    ' rows, and scripts/train_tiny.sh passes it to stage 2, which was trained so), the 800-step recipe'
+    ' rows, and scripts/train/train_tiny.sh passes it to stage 2, which was trained so), the 800-step recipe'
     ' above (`--name joint4`, from stage 2, 17:55–18:09 UTC, 4,050 tok/s)'
     ' copied 28 of 39 probes (key-token accuracy 0.971, first key token 0.95; val loss code 2.296 / prose'
     ' 2.991), and 1,600 steps copied 34 of 39 (stage 3 below; it ran as `--name joint4long`, from'
     ' models/tiny as it was then, i.e. stage 2). Probes went 17 → 28 → 34 of 39 for 0 → 800 → 1,600 steps'
     ' of joint plants, so the next run was longer: a further 1,600 steps from stage 3 (the same command with'
-    ' --init ../scratch/tiny/joint4long --seed 9 --name joint4more, 01:49:41–02:20:52 UTC, 3583 tok/s, alone)'
+    ' --init scratch/tiny/joint4long --seed 9 --name joint4more, 01:49:41–02:20:52 UTC, 3583 tok/s, alone)'
     ' copied 29 of 39 (48 1/3, 64 3/3, 96 3/3, 112 2/3, 120 2/3, 136 2/3, 144 2/3, 160 3/3, 192 2/3, 256'
     ' 2/3, 320 3/3, 384 2/3, 480 2/3); key-token accuracy 0.977 (11 of 482 key tokens missed), first key'
     ' token 0.974, median copy probability 0.92; random spans 0.89–0.96, natural text 0.46–0.73; val loss'
@@ -177,7 +177,7 @@ def copy_tables(w, rec):
                                  ka["by_key_token"]["0"], ka["p_copy_median"]))
     sc = rec.get("span_copy_acc")
     if sc:
-        w("Induction by distance without cue words (`cd scripts && ../.venv/bin/python tiny_copy.py`, "
+        w("Induction by distance without cue words (`.venv/bin/python scripts/train/tiny_copy.py`, "
           "`span_copy_acc`: a 24-token span repeated d tokens later in a prose validation window, "
           "teacher-forced argmax accuracy over the repeat, 8 windows):\n")
         w("| span \\ tokens back | " + " | ".join(sc["random"]) + " |\n|---|" + "---|" * len(sc["random"]))
@@ -236,10 +236,10 @@ def main():
       % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
     w("Reproduce everything (not part of CI; about three and a half hours on 2 cores: the target's stage 1 "
       "60 min on a loaded machine, stages 2–4 64 min, MTP 12, the 3-layer DSpark's two stages 56 (4 Dec retrain on taps 0 1 2, loaded machine), the draft "
-      "model 7, goldens and evaluation 2; the wall times below): `scripts/train_tiny.sh`.\n")
+      "model 7, goldens and evaluation 2; the wall times below): `scripts/train/train_tiny.sh`.\n")
 
     w("## Corpus\n")
-    w("Built by `scripts/build_corpus.py` from an explicit list of Debian 12 packages (installed by the script), "
+    w("Built by `scripts/train/build_corpus.py` from an explicit list of Debian 12 packages (installed by the script), "
       "into scratch/corpus (not committed). Files are chosen in sha1(path) order under a byte cap per source; "
       "documents over %d KB are cut at blank lines; split by document: %s.\n" % (man["chunk_bytes"] // 1024,
                                                                               man["split_rule"]))
@@ -263,7 +263,7 @@ def main():
     w("Tokens (bundled tokenizer): code train %s, prose train %s.\n" % (f"{tt['code']:,}", f"{tt['prose']:,}"))
 
     w("## Tokenizer\n")
-    w("`scripts/train_tokenizer.py` on the two train splits: byte-level BPE (HF `tokenizers`), Qwen2 pre-tokenizer "
+    w("`scripts/train/train_tokenizer.py` on the two train splits: byte-level BPE (HF `tokenizers`), Qwen2 pre-tokenizer "
       "regex, NFC, vocabulary %d including the special tokens `<|endoftext|>` (4092, eos/pad), `<|im_start|>` "
       "(4093), `<|im_end|>` (4094), `<|mask|>` (4095, the DSpark mask token).\n" % tcfg["vocab_size"])
 
@@ -304,8 +304,8 @@ def main():
         w("### Stage 2: copy rows\n")
         w("Stage 1 above never learned to copy: greedy continuations of all 36 passphrase probes of "
           "workloads/copy.jsonl failed at every distance (48–384 tokens back). Stage 2 (`train_target.py --init`, "
-          "step `copy` of scripts/train_tiny.sh) continues the stage-1 weights for %d steps × %d sequences × %d "
-          "tokens = %s tokens, a share %.2f of the rows edited into copy rows by scripts/tiny_copy.py: 30%% recall "
+          "step `copy` of scripts/train/train_tiny.sh) continues the stage-1 weights for %d steps × %d sequences × %d "
+          "tokens = %s tokens, a share %.2f of the rows edited into copy rows by scripts/train/tiny_copy.py: 30%% recall "
           "on cue (2–8 planted `CUE KEY.` lines, keys of pool words or random letters and digits, recalled "
           "32–%d tokens later), 30%% span repeats (1–4 spans of 16–256 tokens copied 32–%d tokens later), 40%% "
           "random runs (16–128 random ids written 2–4 times in a row, the textbook induction task). The probe's "
@@ -332,7 +332,7 @@ def main():
     # The experiments that did not become models/tiny, and why (hand-written: no record file holds them).
     w(COPY_EXPERIMENTS + "\n")
     stage_section(w, "joint", "Stage 3: plants as text, long-range copies",
-                  "Stage 3 (step `joint` of scripts/train_tiny.sh) continues stage 2 for %(steps)d steps × "
+                  "Stage 3 (step `joint` of scripts/train/train_tiny.sh) continues stage 2 for %(steps)d steps × "
                   "%(batch)d sequences × %(seq)d tokens = %(tokens)s tokens, a share %(frac).2f of them copy rows "
                   "with the recall plants tokenized as the text they are and the mix %(mix)s (recall, repeat, "
                   "random, far, perturbed: far = 1–3 runs of 8–64 random ids written again 32–%(back)d tokens "
@@ -343,7 +343,7 @@ def main():
                   "tokens = %(tokens)s tokens at a fifth of its LR (peak 2e-4, warmup 20, WSD) with more recall "
                   "rows, copy share %(frac).2f, mix %(mix)s; seed 10. " + STAGE4_CANARY)
     if ev and ev.get("samples"):
-        w("### Greedy samples (validation prompts, %d new tokens, `scripts/eval_drafters.py`)\n" % ev["gen"])
+        w("### Greedy samples (validation prompts, %d new tokens, `scripts/train/eval_drafters.py`)\n" % ev["gen"])
         for d in tc.DOMAINS:
             for i, s in enumerate(ev["samples"].get(d, [])):
                 w("**%s %d** — prompt (last 300 characters) then continuation:\n" % (d, i + 1))
@@ -384,7 +384,7 @@ def main():
               dcfg["block_size"], dcfg["mask_token_id"], dcfg["target_layer_ids"], dcfg["num_target_layers"] - 1,
               dcfg["markov_rank"], dcfg["markov_head_type"], dcfg["num_hidden_layers"],
               len(dcfg["target_layer_ids"])))
-        w("Forward (scripts/tiny_modules.py `DSpark`): ctx = hidden_norm(fc(concat(taps))); each draft layer's "
+        w("Forward (scripts/train/tiny_modules.py `DSpark`): ctx = hidden_norm(fc(concat(taps))); each draft layer's "
           "keys/values are [k/v_proj(ctx) at positions 0..a−1 | k/v_proj(block rows) at a..a+γ−1] (ctx is not "
           "passed through the layer's input_layernorm; k_norm applies to both), queries are the block rows, "
           "attention is non-causal inside the block and sees all ctx positions < a. Block = [anchor, MASK×(γ−1)] "
@@ -417,7 +417,7 @@ def main():
                                                    dcfg["num_target_layers"]))
             w("Portability: vLLM and SGLang collect a drafter's target taps as the residual stream entering "
               "decoder layer L + 1, inside their layer loop; every tap below the final layer has such an entry. "
-              "DeepSpec's own evaluator loads it unpatched (`scripts/deepspec_eval.sh DEEPSPEC_DIR` compares its "
+              "DeepSpec's own evaluator loads it unpatched (`scripts/compare/deepspec_eval.sh DEEPSPEC_DIR` compares its "
               "drafts with specbed's).")
         res = last_match("dspark", r"steps \(from [1-9]")
         if res:
@@ -467,7 +467,7 @@ def main():
 
     if ev:
         w("## Drafter acceptance (PyTorch reference, greedy, depth %d)\n" % ev["depth"])
-        w("Command: `cd scripts && ../.venv/bin/python eval_drafters.py` (writes scratch/tiny/eval_drafters.json). "
+        w("Command: `.venv/bin/python scripts/train/eval_drafters.py` (writes scratch/tiny/eval_drafters.json). "
           "Method: %d validation prompts of %d tokens per domain, each continued greedily by the target for %d "
           "tokens; every position of the continuation is one decode step; a drafter proposes %d tokens from the "
           "committed prefix; accept length = 1 + leading matches with the target's greedy tokens (bonus "
@@ -517,7 +517,7 @@ def main():
     w(THROUGHPUT)
     w(PRECISION_NOTE)
     w("## Goldens\n")
-    w("tests/golden/mtp/ and tests/golden/dspark/ (`scripts/make_drafter_goldens.py`): f32 forwards of the "
+    w("tests/golden/mtp/ and tests/golden/dspark/ (`scripts/goldens/make_drafter_goldens.py`): f32 forwards of the "
       "committed weights for several validation contexts (one past 128 tokens); each directory's golden.json "
       "says what every tensor means.\n")
     # The corpus itself is not committed; its manifest (every document's id and split) is.

@@ -3,7 +3,7 @@ per precision, before committing to a training run (models/README.md cites
 it). Random tokens, no corpus: AdamW steps of --batch × --seq tokens, the
 first step untimed.
 
-Usage: cd scripts && ../.venv/bin/python train_speed.py [--steps 3] [--batch 8] [--seq 512]
+Usage: .venv/bin/python scripts/train/train_speed.py [--steps 3] [--batch 8] [--seq 512]
 Owns nothing; writes nothing."""
 import argparse
 import time

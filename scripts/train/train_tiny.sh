@@ -15,7 +15,7 @@
 # perturbed spans); anneal (stage 4: low LR, recall-heavy copy rows) writes models/tiny.
 # dspark is two runs too: stage 1 (scratch/tiny/dspark_stage1, one block per
 # anchor), then the chained fine-tune (--chain-blocks 2) that writes models/tiny-dspark.
-# Usage: scripts/train_tiny.sh [--from STEP] [--only STEP] [--resume]
+# Usage: scripts/train/train_tiny.sh [--from STEP] [--only STEP] [--resume]
 #   --from STEP  start at STEP (earlier artefacts must exist)
 #   --only STEP  run just STEP
 #   --resume     keep scratch/tiny/*.ckpt (continue interrupted training);
@@ -23,13 +23,13 @@
 # Environment: SPECBED_THREADS (default 2) torch threads; PRECISION (default
 # bf16, the recorded recipe; f32 on a CPU without AVX-512, where torch's bf16
 # autocast is emulated: 100 against 1,846 tok/s on an AVX2-only EPYC,
-# scripts/train_speed.py) for
+# scripts/train/train_speed.py) for
 # every trainer's --precision. Seeds are fixed in
 # each script's defaults; on another CPU the weights differ in the last bits
 # (float reduction order), not in kind.
 # Wall time on 2 shared cores (AMD EPYC, AVX-512 bf16): see models/README.md.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 STEPS=(corpus tokenizer workloads target copy joint anneal mtp dspark goldens draft eval card)
 FROM=corpus ONLY= RESUME=0
@@ -61,29 +61,29 @@ run_step() {
   [ "$RESUME" = 1 ] || rm -f "$WORK/$s.ckpt" "$WORK/$s.log"
   [ "$RESUME" = 1 ] || [ "$s" != dspark ] || rm -f "$WORK/dspark_chain.ckpt" "$WORK/dspark_chain.log"
   case "$s" in
-    corpus)    "$PY" scripts/build_corpus.py
+    corpus)    "$PY" scripts/train/build_corpus.py
                rm -rf "$WORK/data" ;;  # token caches depend on corpus and tokenizer
-    tokenizer) "$PY" scripts/train_tokenizer.py \
+    tokenizer) "$PY" scripts/train/train_tokenizer.py \
                  --input scratch/corpus/code/train.txt scratch/corpus/prose/train.txt \
                  --vocab-size 4096 --model-max-length 1024 --out models/tiny
                rm -rf "$WORK/data" ;;
-    workloads) (cd scripts && "$PY" tiny_workloads.py) ;;
-    target)    (cd scripts && "$PY" train_target.py --precision "$PRECISION" --steps 2200 --seed 1 \
+    workloads) (cd scripts/train && "$PY" tiny_workloads.py) ;;
+    target)    (cd scripts/train && "$PY" train_target.py --precision "$PRECISION" --steps 2200 --seed 1 \
                  --out "$WORK/stage1") ;;
-    copy)      (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage1" --copy-frac 0.5 \
+    copy)      (cd scripts/train && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage1" --copy-frac 0.5 \
                  --max-back 900 --copy-split-cue \
                  --seq 1024 --batch 4 --steps 2700 --lr 1e-3 --warmup 50 --seed 5 --name copy --out "$WORK/stage2") ;;
     # joint: the copy rows' plants as text reads them; far random runs and perturbed
     # spans ask for long-range copies the prior cannot guess (tiny_copy.py's docstring).
-    joint)     (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage2" --copy-frac 0.5 \
+    joint)     (cd scripts/train && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/stage2" --copy-frac 0.5 \
                  --max-back 900 --copy-mix 0.15,0.15,0.2,0.35,0.15 \
                  --seq 1024 --batch 4 --steps 1600 --lr 1e-3 --warmup 50 --seed 8 --name joint --out "$WORK/joint") ;;
     # anneal: a fifth of the LR with more recall rows took the copy probes from 34 to
     # 36 of 39 and every canary probe (models/README.md); it writes models/tiny.
-    anneal)    (cd scripts && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/joint" --copy-frac 0.5 \
+    anneal)    (cd scripts/train && "$PY" train_target.py --precision "$PRECISION" --init "$WORK/joint" --copy-frac 0.5 \
                  --max-back 900 --copy-mix 0.4,0.1,0.15,0.25,0.1 \
                  --seq 1024 --batch 4 --steps 500 --lr 2e-4 --warmup 20 --seed 10 --name anneal) ;;
-    mtp)       (cd scripts && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2) ;;
+    mtp)       (cd scripts/train && "$PY" train_mtp.py --precision "$PRECISION" --steps 800 --seed 2) ;;
     # dspark: stage 1 trains one block (DeepSpec's recipe); the chained
     # fine-tune then trains block 1 of depth > γ as the engine chains it.
     # 3 draft layers (each copies about one slot further: bench/README.md, the
@@ -95,16 +95,16 @@ run_step() {
     # normed (bench_spec, 6 prompts x 80 tokens, depth 5): code 3.10 vs 3.16,
     # prose 2.77 vs 2.71; specbed still serves such a checkpoint with
     # --dspark-final-tap.
-    dspark)    (cd scripts && "$PY" train_dspark.py --precision "$PRECISION" --steps 1600 --seed 3 \
+    dspark)    (cd scripts/train && "$PY" train_dspark.py --precision "$PRECISION" --steps 1600 --seed 3 \
                   --layers 3 --target-layer-ids 0 1 2 --out "$WORK/dspark_stage1" &&
                 "$PY" train_dspark.py --precision "$PRECISION" --init "$WORK/dspark_stage1" --chain-blocks 2 --name dspark_chain \
                   --layers 3 --target-layer-ids 0 1 2 --steps 700 --lr 1e-3 --warmup 20 --seed 6) ;;
-    draft)     (cd scripts && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
-    eval)      (cd scripts && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
+    draft)     (cd scripts/train && "$PY" train_draft.py --precision "$PRECISION" --steps 400 --seed 4) ;;
+    eval)      (cd scripts/train && "$PY" eval_drafters.py --prompts 8 --gen 128 --out "$WORK/eval_drafters.json" &&
                 "$PY" eval_drafters.py --prompts 8 --gen 128 --depth 10 --drafters dspark,mtp --out "$WORK/eval_chain.json" &&
                 "$PY" eval_drafters.py --copy 100,400 --out "$WORK/eval_copy.json") ;;
-    goldens)   (cd scripts && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
-    card)      (cd scripts && "$PY" tiny_model_card.py) ;;
+    goldens)   (cd scripts/goldens && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
+    card)      (cd scripts/train && "$PY" tiny_model_card.py) ;;
   esac
 }
 
