@@ -35,7 +35,7 @@
  * st_tensor.data may be unaligned in a hand-made file. model.c checks each
  * tensor it binds is aligned to its element size (the kernels use typed
  * loads) and reports the tensor by name if not. The fixtures written by
- * scripts/make_fixture.py have 8-byte aligned data sections.
+ * scripts/goldens/make_fixture.py have 8-byte aligned data sections.
  *
  * Every error path frees what was built so far (st_close handles a partly
  * filled st_model). */

@@ -31,5 +31,5 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # hold two cores (PROCESSORS 2), and the ones that start servers and load
 # them never overlap each other (RESOURCE_LOCK): tests/CMakeLists.txt.
 # The slow label (full depth × batch sweeps, long fuzz runs) runs in
-# Release: scripts/test_slow.sh.
+# Release: scripts/studies/test_slow.sh.
 ctest --output-on-failure --timeout 900 -LE slow -j "${CTEST_PARALLEL_LEVEL:-$(nproc)}" "$@"

@@ -1,5 +1,5 @@
 /* drafter_dspark.h — the DSpark drafter (DeepSpec Qwen3 layout; DESIGN §5;
- * reference: scripts/tiny_modules.py DSpark, scripts/eval_drafters.py
+ * reference: scripts/train/tiny_modules.py DSpark, scripts/train/eval_drafters.py
  * dspark_drafts; checkpoint format: dspark_ckpt.h).
  *
  * Context. ctx_j = hidden_norm(fc([tap_{L1}(j); tap_{L2}(j); ...])) for every
@@ -38,7 +38,7 @@
  *          block b. Its Markov chain starts from d_{bγ}. No block ever sees
  *          target features for drafted positions (there are none); earlier
  *          blocks' rows carry the anchor token and what those blocks
- *          inferred. scripts/make_drafter_fixture.py (dspark_chain) is the
+ *          inferred. scripts/goldens/make_drafter_fixture.py (dspark_chain) is the
  *          PyTorch reference of this rule, checked by tests/test_drafter_dspark.c.
  * All block rows are temporary: the KV cache is truncated back to the
  * context after every proposal.

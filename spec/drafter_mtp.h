@@ -1,7 +1,7 @@
 /* drafter_mtp.h — the DeepSeek-V3 multi-token-prediction modules as a
- * drafter (DESIGN §5; reference: scripts/tiny_modules.py MTP,
- * scripts/eval_drafters.py mtp_drafts, and for several modules
- * scripts/make_drafter_fixture.py mtp_chain_multi).
+ * drafter (DESIGN §5; reference: scripts/train/tiny_modules.py MTP,
+ * scripts/train/eval_drafters.py mtp_drafts, and for several modules
+ * scripts/goldens/make_drafter_fixture.py mtp_chain_multi).
  *
  * Weights: the target's own checkpoint (config num_nextn_predict_layers
  * n ≥ 1); module j (0 ≤ j < n) is

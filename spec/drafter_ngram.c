@@ -64,7 +64,7 @@ int drafter_ngram_create(drafter **out, const ngram_opts *o, int vocab_size, cha
     if (v.lookahead <= 0) v.lookahead = SPEC_MAX_DEPTH;
     /* 1: SuffixDecoding's and vLLM's default too, and of no cap, 1, 1.5, 2
      * and 3 the best on 61 prompts of each workload under the measured verify
-     * cost curve (scripts/ngram_replay.py; bench/RECORD.md "The ngram
+     * cost curve (scripts/studies/ngram_replay.py; bench/RECORD.md "The ngram
      * drafter's length"). Below, 0 means no cap. */
     if (v.spec_factor == 0) v.spec_factor = 1;
     else if (v.spec_factor < 0) v.spec_factor = 0;

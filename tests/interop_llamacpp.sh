@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # interop_llamacpp.sh — specbed's client tools against a live llama.cpp
 # llama-server (label interop). llama-server and the GGUFs are built by
-# scripts/llamacpp_server.sh into the cache folder (nothing of llama.cpp is in
+# scripts/compare/llamacpp_server.sh into the cache folder (nothing of llama.cpp is in
 # the repo); without them this test exits 77 (skipped), never passes.
 #
 # It starts `llama-server -m tiny -md tiny-draft` (draft-model speculation,
@@ -35,13 +35,13 @@ BUDGET=110
 PY=/usr/bin/python3
 # shellcheck disable=SC2034  # read by llamacpp_common.sh
 LC_ROOT="$ROOT" LC_TAG=interop_llamacpp
-# shellcheck source=scripts/llamacpp_common.sh
-source "$ROOT/scripts/llamacpp_common.sh"
+# shellcheck source=scripts/compare/llamacpp_common.sh
+source "$ROOT/scripts/compare/llamacpp_common.sh"
 lc_paths
 TGT_GGUF="$LC_GGUF_DIR/tiny-bf16.gguf"
 DFT_GGUF="$LC_GGUF_DIR/tiny-draft-bf16.gguf"
 
-skip() { echo "SKIP: $*"; echo "  (build them with scripts/llamacpp_server.sh; cache $LC_CACHE)"; exit 77; }
+skip() { echo "SKIP: $*"; echo "  (build them with scripts/compare/llamacpp_server.sh; cache $LC_CACHE)"; exit 77; }
 [ -x "$LC_SERVER" ] || skip "no built llama-server at $LC_SERVER"
 [ -f "$TGT_GGUF" ] || skip "no target GGUF at $TGT_GGUF"
 [ -f "$DFT_GGUF" ] || skip "no draft GGUF at $DFT_GGUF"

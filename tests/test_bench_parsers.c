@@ -1,6 +1,6 @@
 /* label: bench */
 /* test_bench_parsers.c — the metric sources on fixtures in the servers' real
- * formats (tests/fixtures/metrics, written by scripts/make_bench_fixtures.py):
+ * formats (tests/fixtures/metrics, written by scripts/goldens/make_bench_fixtures.py):
  * vLLM, llama.cpp, specbed and SGLang /metrics, SGLang "Decode batch" log
  * lines of both generations (and hybrid / PD / iteration variants), interval
  * arithmetic between two snapshots (a cold llama-server's per-position

@@ -2,9 +2,9 @@
 /* test_drafter_dspark.c — the DSpark drafter (spec/drafter_dspark.c)
  * against the PyTorch reference and for losslessness.
  *
- * (1) Goldens (tests/golden/dspark-fixture from scripts/make_drafter_fixture.py,
+ * (1) Goldens (tests/golden/dspark-fixture from scripts/goldens/make_drafter_fixture.py,
  *     whose checkpoint omits embed_tokens/lm_head so the target's are used;
- *     and tests/golden/dspark from scripts/make_drafter_goldens.py when the
+ *     and tests/golden/dspark from scripts/goldens/make_drafter_goldens.py when the
  *     bundled models/tiny-dspark exists): the C target's taps of
  *     target_layer_ids match the reference's; given the reference's taps,
  *     one block's drafts, base logits U_k, Markov-corrected logits and

@@ -4,8 +4,8 @@
  *
  * (1) Goldens (tests/golden/mtp-fixture and, for the two-module fixture
  *     tests/fixtures/qwen3-tied-mtp2, tests/golden/mtp2-fixture, both from
- *     scripts/make_drafter_fixture.py; tests/golden/mtp from
- *     scripts/make_drafter_goldens.py when the bundled models/tiny exists):
+ *     scripts/goldens/make_drafter_fixture.py; tests/golden/mtp from
+ *     scripts/goldens/make_drafter_goldens.py when the bundled models/tiny exists):
  *     the C target's final-normed hidden states
  *     (tap FWD_TAP_FINAL_NORM) match the reference's; given the reference's
  *     hidden states, the MTP logits of sampled causal rows (127 and 128

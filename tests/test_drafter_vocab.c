@@ -1,7 +1,7 @@
 /* label: model */
 /* test_drafter_vocab.c — the reduced draft vocabulary (spec/draft_vocab.h)
  * of the MTP and DSpark drafters, on the fixtures written by
- * scripts/make_draft_vocab.py --fixtures (a 512-of-4096 d2t map counted on
+ * scripts/train/make_draft_vocab.py --fixtures (a 512-of-4096 d2t map counted on
  * the fixture drafters' training data): tests/fixtures/qwen3-tied-mtp-d2t
  * (MTP, the target's lm_head rows gathered), dspark-tiny-d2t (DSpark, the
  * target's lm_head and markov_w2 rows gathered) and dspark-tiny-d2t-head

@@ -1,7 +1,7 @@
 /* label: model */
 /* test_forward.c — the Qwen3 forward pass against HF transformers goldens
  * (tests/golden/forward/<fixture>/golden.bin, made by
- * scripts/make_forward_goldens.py), and the batch invariance the
+ * scripts/goldens/make_forward_goldens.py), and the batch invariance the
  * speculative verifier relies on (DESIGN §4): every golden prompt is run
  *   (a) as one prefill span,
  *   (b) in chunks of 7, then one-row decode steps,
@@ -65,7 +65,7 @@ typedef struct {
     golden_prompt p[MAX_PROMPTS];
 } golden;
 
-/* golden.bin (format in scripts/make_forward_goldens.py); 0 ok. */
+/* golden.bin (format in scripts/goldens/make_forward_goldens.py); 0 ok. */
 static int golden_load(golden *g, const char *path) {
     size_t len, off = 0;
     memset(g, 0, sizeof *g);
@@ -228,7 +228,7 @@ static void test_fixture(const char *fixture) {
     model *m = NULL;
     if (model_load(&m, dir, err, sizeof err)) { CHECKF(0, "model_load %s: %s", dir, err); free(g.buf); return; }
     CHECKF(weights_fnv(dir) == g.fnv, "%s: weights changed since the goldens were made; rerun "
-           "scripts/make_forward_goldens.py --model %s --out tests/golden/forward/%s", fixture, rel, fixture);
+           "scripts/goldens/make_forward_goldens.py --model %s --out tests/golden/forward/%s", fixture, rel, fixture);
     const int V = m->cfg.vocab_size, H = m->cfg.hidden_size;
     CHECK(g.vocab == V && g.hidden == H && g.n_layers == m->cfg.n_layers);
     if (g.vocab != V || g.hidden != H) { model_free(m); free(g.buf); return; }
@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
     }
     if (moe) {
         /* ctest test_forward_moe: the Qwen3-MoE fixtures (bf16 weights, layers
-         * 0 and 2 sparse, 1 dense; scripts/make_moe_fixture.py), the same
+         * 0 and 2 sparse, 1 dense; scripts/goldens/make_moe_fixture.py), the same
          * checks and tolerances: the router and experts add only f32
          * rounding of the same kind (a softmax over 8 logits, K = 32-term
          * expert matmuls, a 2- or 3-term weighted sum), as long as no row's

@@ -2,7 +2,7 @@
 /* test_tokenizer.c — the byte-level BPE tokenizer against HF `tokenizers`.
  *
  * For every golden file tests/golden/tokenizer/NAME.jsonl (made by
- * scripts/make_tokenizer_goldens.py; its first line names the tokenizer.json
+ * scripts/goldens/make_tokenizer_goldens.py; its first line names the tokenizer.json
  * it was made from, relative to the repo) and every string in it:
  *   - tok_encode gives exactly HF's ids;
  *   - tok_decode of those ids gives HF's decode (== the input whenever HF

@@ -20,7 +20,7 @@ int tu_done(const char *name);
 /* Test parts. A model test binary runs its fixture part with no argument;
  * "bundled" runs the part that needs the bundled models/ and "full" the full
  * depth × batch sweeps there (ctest label slow, run in a Release build by
- * scripts/test_slow.sh). A part whose inputs are missing exits TU_SKIP, which
+ * scripts/studies/test_slow.sh). A part whose inputs are missing exits TU_SKIP, which
  * ctest reports as skipped (SKIP_RETURN_CODE), never as passed. */
 typedef enum { TU_FIXTURES = 0, TU_BUNDLED = 1, TU_FULL = 2 } tu_part;
 #define TU_SKIP 77
