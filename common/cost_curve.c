@@ -210,6 +210,31 @@ double cost_curve_experts_at(const cost_curve *c, double rows) {
     return d[c->n_moe - 1];
 }
 
+/* Distinct experts per layer that n sequences of r rows each read (cost_curve.h). */
+static double experts_read(const cost_curve *c, double seqs, double rows_each) {
+    const double E = c->moe_experts, one = cost_curve_experts_at(c, rows_each);
+    return seqs <= 1 ? one : E * (1.0 - pow(1.0 - one / E, seqs));
+}
+
+int cost_curve_offload_experts(cost_curve *c, double bus_bytes_per_s, char *err, size_t errlen) {
+    if (c->n_moe < 1)
+        return errf(err, errlen, "the cost table has no routing curve (\"moe\"): experts on host need the distinct "
+                    "experts a step reads, which `specbed profile --text` measures on a mixture-of-experts model");
+    if (!(bus_bytes_per_s > 0) || !isfinite(bus_bytes_per_s)) return errf(err, errlen, "bus bandwidth must be > 0");
+    const double per_expert = c->moe_sparse_layers * c->moe_expert_bytes / bus_bytes_per_s;
+    for (int i = 0; i < c->n; i++) {
+        const double seqs = c->rows[i] < 8 ? c->rows[i] : 8;
+        c->seconds[i] += per_expert * experts_read(c, seqs, c->rows[i] / seqs);
+    }
+    for (int q = 0; q < c->n_by_seqs; q++) {
+        cost_seq_curve *s = &c->by_seqs[q];
+        for (int i = 0; i < s->n; i++) s->seconds[i] += per_expert * experts_read(c, s->seqs, s->rows[i] / s->seqs);
+    }
+    const size_t used = strlen(c->source);
+    snprintf(c->source + used, sizeof c->source - used, ", experts on host at %g GB/s", bus_bytes_per_s / 1e9);
+    return 0;
+}
+
 /* An optional cost: kept when it is a finite number > 0, else the field stays 0 (none). */
 static void positive(const cJSON *j, const char *name, double *field) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);

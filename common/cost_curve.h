@@ -106,6 +106,18 @@ void   cost_curve_from_points(cost_curve *c, const double *rows, const double *s
  * between the measured points, held at the nearest end outside them; NaN
  * when the table has no MoE curve. */
 double cost_curve_experts_at(const cost_curve *c, double rows);
+/* The experts moved to a slower memory (`--experts-on-host`: expert weights
+ * in host memory, read across a bus of bus_bytes_per_s each step, the rest
+ * where it was measured): every point of every curve gets the bus time of
+ * the experts its step reads, sparse layers × distinct experts × expert
+ * bytes ÷ bandwidth. A step of r rows in each of n sequences reads, per
+ * layer, one sequence's measured distinct experts D(r) (the routing curve)
+ * or, across sequences, E·(1 − (1 − D(r)/E)^n): the sequences' routing
+ * taken as independent of each other. The main curve's B rows sit in
+ * min(B, 8) sequences, as profile measures it. -1 when the table has no
+ * routing curve (a dense target, or not measured on text). Nothing else in
+ * the table changes: the draft costs and the seconds already measured stay. */
+int    cost_curve_offload_experts(cost_curve *c, double bus_bytes_per_s, char *err, size_t errlen);
 /* Seconds per step for `rows` rows; NaN for an empty curve. */
 double cost_curve_at(const cost_curve *c, double rows);
 /* Adds (or replaces) the curve for `seqs` sequences from unordered points (as

@@ -183,4 +183,29 @@ bad "give the load" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json"
 bad "no acceptance rates for workload" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --workloads nope
 bad "missing.json" --accept "$WORK/missing.json" --cost-table "$WORK/cost.json" --concurrency 1
 bad "--depths" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --depths 0-40
+
+# Experts on host: a mixture-of-experts table's routing curve prices each
+# step's bus reads (distinct experts × sparse layers × expert bytes ÷ GB/s).
+# With a flat device curve speculation wins; with every extra row of the one
+# sequence reading 4 more 10 MB experts per layer across a 10 GB/s bus it
+# does not: depth 0.
+cat >"$WORK/moe.json" <<'EOF'
+{"rows": [1, 2, 3, 4], "seconds_per_step": [0.001, 0.001, 0.001, 0.001], "draft_seconds_per_token": 0,
+ "by_sequences": [{"sequences": 1, "rows": [1, 2, 3, 4], "seconds_per_step": [0.001, 0.001, 0.001, 0.001]}],
+ "moe": {"experts": 16, "top_k": 4, "sparse_layers": 4, "expert_bytes": 1e7, "text": "test",
+         "rows": [1, 2, 3, 4], "distinct_experts_per_layer": [4, 8, 12, 16]}}
+EOF
+for bus in none 10; do
+  extra=(); [ "$bus" = none ] || extra=(--experts-on-host "$bus")
+  run --accept "$WORK/accept.json" --workloads code --cost-table "$WORK/moe.json" --depths 0-2 --concurrency 1 \
+    --duration 20 --repeats 1 --quiet "${extra[@]}" --out "$WORK/moe-$bus" 2>"$WORK/moe-$bus.err"
+  python3 - "$WORK/moe-$bus/simulate.json" "$bus" <<'EOF' || fail "experts on host ($bus)"
+import json, sys
+d = json.load(open(sys.argv[1]))["decisions"][0]
+want_off = sys.argv[2] != "none"
+assert (d["best_depth"] == 0) == want_off, (sys.argv[2], d)
+EOF
+done
+grep -q "experts on host at 10 GB/s" "$WORK/moe-10.err" || fail "no experts-on-host line: $(cat "$WORK/moe-10.err")"
+bad "routing curve" --accept "$WORK/accept.json" --cost-table "$WORK/cost.json" --concurrency 1 --experts-on-host 10
 echo "bench_simulate: ok"

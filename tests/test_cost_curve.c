@@ -135,6 +135,14 @@ int main(void) {
     CHECK(!cost_curve_save(&c, path, err, sizeof err) && !cost_curve_load(&back, path, err, sizeof err));
     CHECK(back.n_moe == 3 && near(cost_curve_experts_at(&back, 5), 9) && back.moe_experts == 16);
     CHECK(isnan(cost_curve_experts_at(&empty, 4)));
+    /* experts on host: each point pays the bus time of the experts its step reads — 1 row its own 4,
+     * 8 rows in 8 sequences the union of 8 independent 4-of-16 draws, 16·(1 − 0.75⁸) = 14.398 */
+    const double per_expert = 4 * 294912 / 1e9;
+    CHECK(!cost_curve_offload_experts(&back, 1e9, err, sizeof err));
+    CHECK(near(cost_curve_at(&back, 1), 0.001 + 4 * per_expert));
+    CHECK(near(cost_curve_at(&back, 8), 0.004 + 16 * (1 - pow(0.75, 8)) * per_expert));
+    CHECK(strstr(back.source, "experts on host at 1 GB/s") != NULL);
+    CHECK(cost_curve_offload_experts(&empty, 1e9, err, sizeof err) == -1 && strstr(err, "routing curve"));
     const char *bad_moe[] = {
         "\"rows\": [1, 2], \"distinct_experts_per_layer\": [3, 6]",    /* below one row's k */
         "\"rows\": [1, 2], \"distinct_experts_per_layer\": [4, 17]",   /* more than exist */

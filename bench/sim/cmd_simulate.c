@@ -40,6 +40,10 @@ static void help(FILE *f) {
         "  --cost-table FILE      seconds per step vs rows: `specbed profile` JSON,\n"
         "                         bench_engine CSV, or a JSON in that shape for other\n"
         "                         hardware (required)\n"
+        "  --experts-on-host GBPS a mixture-of-experts table (profile --text): the experts\n"
+        "                         read across a bus of GBPS GB/s each step (offloaded to\n"
+        "                         host memory), every step priced by the distinct experts\n"
+        "                         its rows route to (the table's routing curve)\n"
         "  --draft-seconds S      seconds per drafted token (default: the table's, per\n"
         "                         drafting batch when it has draft_by_sequences)\n"
         "  --step-overhead-ms MS  fixed host time per step (default 0); with --compare,\n"
@@ -108,6 +112,7 @@ static void help(FILE *f) {
 
 typedef struct {
     const char *accept, *sweep, *drafter, *workloads, *cost_path, *out, *lengths_from, *objective;
+    double experts_gbs;   /* --experts-on-host: bus GB/s, 0 = experts where the table was measured */
     double draft_s, overhead_ms, tok_overhead_ms, req_overhead_ms, think_ms, burstiness, duration, cpt, slo_ttft_ms, slo_tpot_ms;
     int max_running, row_budget, prefill_chunk, requests, repeats, per_replica, quiet, compare, balance;
     int prompt_len, output_len;
@@ -169,6 +174,7 @@ static int parse_opt(opts *o, int argc, char **argv, int *i) {
     else if (!strcmp(a, "--drafter")) { VAL(); o->drafter = v; }
     else if (!strcmp(a, "--workloads")) { VAL(); o->workloads = v; }
     else if (!strcmp(a, "--cost-table")) { VAL(); o->cost_path = v; }
+    else if (!strcmp(a, "--experts-on-host")) { VAL(); if (opt_double(CMD, a, v, 1e-3, 1e6, &o->experts_gbs)) return -1; }
     else if (!strcmp(a, "--draft-seconds")) { VAL(); if (opt_double(CMD, a, v, 0, 10, &o->draft_s)) return -1; }
     else if (!strcmp(a, "--step-overhead-ms")) {
         VAL();
@@ -274,6 +280,18 @@ int cmd_simulate(int argc, char **argv) {
     char err[2048];
     cost_curve cost;
     if (cost_curve_load(&cost, o.cost_path, err, sizeof err)) { fprintf(stderr, "%s: %s\n", CMD, err); return 2; }
+    if (o.experts_gbs > 0) {
+        if (cost_curve_offload_experts(&cost, o.experts_gbs * 1e9, err, sizeof err)) {
+            fprintf(stderr, "%s: --experts-on-host: %s: %s\n", CMD, o.cost_path, err);
+            return 2;
+        }
+        fprintf(stderr, "%s: experts on host at %g GB/s: %d sparse layers x %.2f MB per expert; a 1-row step reads "
+                "%.1f experts per layer (+%.3f ms), %g rows of one sequence %.1f (+%.3f ms)\n", CMD, o.experts_gbs,
+                cost.moe_sparse_layers, cost.moe_expert_bytes / 1e6, cost_curve_experts_at(&cost, 1),
+                cost.moe_sparse_layers * cost.moe_expert_bytes * cost_curve_experts_at(&cost, 1) / (o.experts_gbs * 1e6),
+                cost.moe_rows[cost.n_moe - 1], cost.moe_distinct[cost.n_moe - 1],
+                cost.moe_sparse_layers * cost.moe_expert_bytes * cost.moe_distinct[cost.n_moe - 1] / (o.experts_gbs * 1e6));
+    }
     double draft_s = o.draft_s;   /* < 0: the table's, per drafting batch */
 
     char outdir[1100];
