@@ -13,9 +13,14 @@
  * engine itself, below HTTP. It uses only the public forward/KV API.
  *
  * usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R] [--tp N]
+ *                     [--text WORKLOAD] [--curve-batches LIST]
  *                     [--device cpu|cuda] [--max-batch B] [--prefill N]
  * (--tp N under `mpirun -np N`: rank 0 measures, the others serve its forwards;
  * --max-rows R: the cost curve's rows per sequence, 1..R, default 8, at most 16;
+ * --curve-batches LIST: the cost curve's batches (default 1,4,16);
+ * --text WORKLOAD: histories and rows from a workload's prompts, each sequence its own
+ * stretch (required for a mixture of experts: its table adds the distinct experts a step
+ * reads per sparse layer and the weight bytes per step);
  * --max-batch B: batched decode at 16 and 64 sequences, those ≤ B, default 16: each sequence
  * is prefilled with --ctx tokens first; --prefill N: the prefill measured, default --ctx tokens) */
 #include <omp.h>
@@ -153,9 +158,10 @@ static void moe_tables(FILE *csv, const int *batches, int nb, int max_r, double 
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *device = "cpu", *text = NULL;
-    int reps = 5, ctx = 256, tp = 1, max_r = 8, max_b = 16, prefill = 0;
+    int reps = 5, ctx = 256, tp = 1, max_r = 8, max_b = 16, prefill = 0, batches[3] = {1, 4, 16}, n_batches = 3;
     static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R]\n"
                                 "                    [--tp N] [--device cpu|cuda] [--max-batch B] [--prefill N] [--text WORKLOAD]\n"
+                                "                    [--curve-batches LIST (the cost curve's batches, at most 3 of 1..16; default 1,4,16)]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
                                 " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
                                 " programmatic dependent launch: SPECBED_CUDA_PDL=0|1)\n";
@@ -172,6 +178,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--prefill")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &prefill)) return 2; }
         else if (!strcmp(a, "--device")) { device = v; if (cli_device_check("bench_engine", v)) return 2; }
         else if (!strcmp(a, "--text")) text = v;
+        else if (!strcmp(a, "--curve-batches")) {
+            if (opt_int_list("bench_engine", a, v, 1, 16, batches, 3, &n_batches)) return 2;
+        }
         else if (!strcmp(a, "--ctx")) { if (opt_int("bench_engine", a, v, 8, 1 << 20, &ctx)) return 2; }
         else { fprintf(stderr, "bench_engine: unknown option %s\n%s", a, usage); return 2; }
     }
@@ -274,7 +283,7 @@ int main(int argc, char **argv) {
         if (fwd_run(e->fwd, e->kv, &fb, &fo, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
     }
     kv_truncate(e->kv, seqs[0], ctx);
-    const int batches[3] = {1, 4, 16};
+    /* batches[] from --curve-batches (default 1, 4, 16) */
     double experts[3][MAXR] = {{0}};   /* distinct experts read per sparse layer per step (MoE) */
     double decode_tps = 0, decode_waits = 0, decode_graphs = 0, decode_nodes = 0, decode_inst = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
@@ -284,7 +293,7 @@ int main(int argc, char **argv) {
         printf(" %8s", h);
     }
     printf("\n");
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < n_batches; bi++) {
         int B = batches[bi];
         printf("%-8d", B);
         for (int r = 1; r <= max_r; r++) {
@@ -328,7 +337,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
-    if (sparse) moe_tables(csv, batches, 3, max_r, experts, weights_of(e->m));
+    if (sparse) moe_tables(csv, batches, n_batches, max_r, experts, weights_of(e->m));
     /* Batched decode: one row for each of B sequences (ctx history each). */
     const int dbatches[2] = {16, 64};
     double batch_tps[2] = {0, 0};
