@@ -247,6 +247,7 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     kb_rmsnorm(s->xb, x, w->mlp_norm, n, H, c->rms_norm_eps);
     if (w->moe) {
         moe_forward(s->moe, w->moe, s->xb, n, s->xo);
+        tp_sum(s, s->xo, (size_t)n * H);   /* tensor parallelism: each rank computed its slice of every expert */
         kb_add(x, s->xo, n, H);
         return;
     }

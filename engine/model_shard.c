@@ -1,15 +1,17 @@
 /* model_shard.c — one rank's slice of the target for tensor parallelism
  * (Megatron-LM's split; see model.h), and the same slicing for a drafter's
  * decoder layers and head (engine/draft_stack.c). Column-parallel matrices
- * (q/k/v, gate/up, lm_head) are contiguous row ranges of the mmapped
+ * (q/k/v, gate/up — every expert's too on a sparse layer, whose router
+ * stays whole — lm_head) are contiguous row ranges of the mmapped
  * tensor, so the shard points into the mapping; row-parallel ones (o_proj,
- * down) are a column range of every row and are copied once into memory
+ * down, each expert's down) are a column range of every row and are copied once into memory
  * the caller owns (1/tp_size of each, per rank).
  * Owns: the slicing rules and the checks that the shapes divide.
  * Must not: compute (forward.c and layer.c run the shard; the all-reduce
  * after o_proj and down is layer.c's). */
 #include "model.h"
 #include "errmsg.h"
+#include "moe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,9 @@ int model_shard_config(const model_config *c, int rank, int tp, model_config *sh
     if (nh % tp || I % tp || (nkv % tp && tp % nkv))
         return errf(err, errlen, "%s: --tp %d does not fit the model: attention heads (%d) and intermediate_size (%d) "
                     "must be multiples of %d, kv heads (%d) a multiple or a divisor of it", what, tp, nh, I, tp, nkv);
+    if (config_has_experts(c) && c->moe_intermediate_size % tp)
+        return errf(err, errlen, "%s: --tp %d does not fit the model: moe_intermediate_size (%d) must be a multiple "
+                    "of %d", what, tp, c->moe_intermediate_size, tp);
     const int nh_l = nh / tp, h0 = rank * nh_l;
     /* fewer kv heads than ranks: each rank keeps the one its q heads read */
     const int kv_l = nkv % tp == 0 ? nkv / tp : 1;
@@ -68,6 +73,11 @@ int model_shard_config(const model_config *c, int rank, int tp, model_config *sh
     shard->n_heads = nh_l;
     shard->n_kv_heads = kv_l;
     shard->intermediate_size = I / tp;
+    /* every expert split as a dense MLP is (gate/up by rows, down by
+     * columns) and the router kept whole: each rank routes every row alike
+     * and computes its slice of the same experts, summed after down as the
+     * dense MLP is (layer.c) */
+    if (config_has_experts(c)) shard->moe_intermediate_size = c->moe_intermediate_size / tp;
     *kv_head_lo = nkv % tp == 0 ? rank * kv_l : h0 / (nh / nkv);
     return 0;
 }
@@ -82,11 +92,24 @@ int layer_weights_shard(layer_weights *w, const model_config *c, int rank, int t
     w->wq = rows_of(&w->wq, h0 * hd, nh_l * hd);
     w->wk = rows_of(&w->wk, k0 * hd, kv_l * hd);
     w->wv = rows_of(&w->wv, k0 * hd, kv_l * hd);
-    w->w_gate = rows_of(&w->w_gate, rank * I_l, I_l);
-    w->w_up = rows_of(&w->w_up, rank * I_l, I_l);
-    kb_weight wo = w->wo, wd = w->w_down;
-    if (cols_of(owned, n_owned, &w->wo, &wo, h0 * hd, nh_l * hd) ||
-        cols_of(owned, n_owned, &w->w_down, &wd, rank * I_l, I_l) || slice_vec(&w->bq, h0 * hd, nh_l * hd) ||
+    if (w->moe) {   /* a sparse layer: its experts instead of mlp.{gate,up,down}_proj */
+        moe_weights *m = w->moe;
+        const int Im = s.moe_intermediate_size;
+        for (int e = 0; e < m->n_experts; e++) {
+            m->gate[e] = rows_of(&m->gate[e], rank * Im, Im);
+            m->up[e] = rows_of(&m->up[e], rank * Im, Im);
+            kb_weight d = m->down[e];
+            if (cols_of(owned, n_owned, &m->down[e], &d, rank * Im, Im)) return -1;
+        }
+        m->inter = Im;
+    } else {
+        w->w_gate = rows_of(&w->w_gate, rank * I_l, I_l);
+        w->w_up = rows_of(&w->w_up, rank * I_l, I_l);
+        kb_weight wd = w->w_down;
+        if (cols_of(owned, n_owned, &w->w_down, &wd, rank * I_l, I_l)) return -1;
+    }
+    kb_weight wo = w->wo;
+    if (cols_of(owned, n_owned, &w->wo, &wo, h0 * hd, nh_l * hd) || slice_vec(&w->bq, h0 * hd, nh_l * hd) ||
         slice_vec(&w->bk, k0 * hd, kv_l * hd) || slice_vec(&w->bv, k0 * hd, kv_l * hd))
         return -1;
     return 0;
@@ -108,14 +131,6 @@ int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, 
     if (model_load(&m, dir, err, errlen)) return -1;
     if (tp == 1) { *out = m; return 0; }
     const model_config *c = &m->cfg;
-    /* Experts are not split across ranks yet: refuse rather than run each
-     * rank's whole expert set against sliced attention. */
-    if (config_has_experts(c)) {
-        errf(err, errlen, "%s: tensor parallelism (%d ranks) does not support mixture-of-experts models (%s) yet; "
-             "run it with one process", dir, tp, c->architecture);
-        model_free(m);
-        return -1;
-    }
     if (model_shard_config(c, rank, tp, &m->shard, &m->kv_head_lo, dir, err, errlen)) {
         model_free(m);
         return -1;

@@ -175,13 +175,19 @@ static int dir_with_extra(const char *dir, const char *name) {
 static void test_refusals(void) {
     char err[1024] = "";
     model *m = NULL;
-    /* tensor parallelism: refused before anything is sliced */
-    CHECK(model_load_shard(&m, tu_path(MOE), 0, 2, err, sizeof err) != 0 && !m);
-    printf("  tp 2    -> %s\n", err);
-    CHECKF(strstr(err, "tensor parallelism") && strstr(err, "mixture-of-experts"), "%s", err);
-    CHECK(model_load_shard(&m, tu_path(MOE), 0, 1, err, sizeof err) == 0 && m);
-    model_free(m);
-    m = NULL;
+    /* tensor parallelism: every expert split as a dense MLP is (rank 1 of 2
+     * holds rows 16..31 of each gate/up and those columns of each down), the
+     * router whole; test_tp runs the shards against one process */
+    CHECK(model_load_shard(&m, tu_path(MOE), 1, 2, err, sizeof err) == 0 && m);
+    if (m) {
+        const moe_weights *w = m->layers[0].moe;
+        CHECKF(w && w->inter == 16 && w->gate[7].rows == 16 && w->down[7].cols == 16 && w->router.rows == 8 &&
+                   m->shard.moe_intermediate_size == 16 && !m->layers[1].moe && m->layers[1].w_gate.rows == 32,
+               "tp 2 shard: inter %d", w ? w->inter : -1);
+        model_free(m);
+        m = NULL;
+    }
+    printf("  tp 2    -> experts split 32 -> 16 per rank, router whole\n");
 
     /* the CUDA backend, where this build has one and a GPU is visible */
     if (kb_set_device("cuda", err, sizeof err) == 0) {

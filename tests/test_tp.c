@@ -288,6 +288,8 @@ int main(int argc, char **argv) {
                 {"dspark(confidence)", {.name = "dspark", .draft_model = p_fdspark, .max_seqs = 8, .quiet = 1}, 0,
                  "confidence"}}},
         {"tests/fixtures/qwen3-untied", {{NULL}}},
+        /* Qwen3-MoE: every expert split across the ranks, the router whole */
+        {"tests/fixtures/qwen3-moe-tiny", {{"ngram", {.name = "ngram"}, 0, NULL}}},
         {"tests/fixtures/qwen3-sharded", {{NULL}}},
         {"tests/fixtures/qwen3-tied-mtp", {{"mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}}},
         {"tests/fixtures/qwen3-tied-mtp2", {{"mtp(2 modules)", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 0, NULL}}},
