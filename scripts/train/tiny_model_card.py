@@ -187,9 +187,15 @@ def copy_tables(w, rec):
         w("")
 
 
-def stage_section(w, name, title, intro):
-    """A continued target stage (train_target.py --init) from its record and log."""
-    rec = jload(os.path.join(tc.WORK, name + "_eval.json"))
+def stage_section(w, name, title, intro, prev_card):
+    """A continued target stage (train_target.py --init) from its record and
+    log; the committed card's section, word for word, where the record is not
+    on this machine (the stage ran on another)."""
+    p = os.path.join(tc.WORK, name + "_eval.json")
+    if not os.path.exists(p):
+        w(kept_block(prev_card, "### " + title, ("### ", "## ")))
+        return
+    rec = jload(p)
     w("### %s\n" % title)
     w(intro % dict(steps=rec["steps"], batch=rec["batch"], seq=rec["seq"], tokens=f"{rec['tokens_seen']:,}",
                    frac=rec["copy_frac"], mix=",".join("%g" % v for v in rec["copy_mix"]),
@@ -259,8 +265,12 @@ def main():
     w("\nLicence texts: /usr/share/doc/PACKAGE/copyright of each package. The models are trained on this text; "
       "no corpus text is committed except the short prompts in workloads/ (taken from the test split). "
       "models/corpus_manifest.json lists every document (path, chunk, source, split, bytes) and the package versions.\n")
-    tt = (te or jload(os.path.join(tc.WORK, "anneal_eval.json")))["train_tokens"]
-    w("Tokens (bundled tokenizer): code train %s, prose train %s.\n" % (f"{tt['code']:,}", f"{tt['prose']:,}"))
+    ap = os.path.join(tc.WORK, "anneal_eval.json")
+    if te or os.path.exists(ap):
+        tt = (te or jload(ap))["train_tokens"]
+        w("Tokens (bundled tokenizer): code train %s, prose train %s.\n" % (f"{tt['code']:,}", f"{tt['prose']:,}"))
+    else:
+        w(kept_block(prev_card, "Tokens (bundled tokenizer):", ("## ",)))
 
     w("## Tokenizer\n")
     w("`scripts/train/train_tokenizer.py` on the two train splits: byte-level BPE (HF `tokenizers`), Qwen2 pre-tokenizer "
@@ -337,11 +347,11 @@ def main():
                   "with the recall plants tokenized as the text they are and the mix %(mix)s (recall, repeat, "
                   "random, far, perturbed: far = 1–3 runs of 8–64 random ids written again 32–%(back)d tokens "
                   "later with text in between; perturbed = repeat's spans with 15–50%% of their tokens random in "
-                  "both copies, so the copy contradicts the prior). Peak LR 1e-3, warmup 50, WSD; seed 8.")
+                  "both copies, so the copy contradicts the prior). Peak LR 1e-3, warmup 50, WSD; seed 8.", prev_card)
     stage_section(w, "anneal", "Stage 4: anneal (what models/tiny holds)",
                   "Stage 4 (step `anneal`) continues stage 3 for %(steps)d steps × %(batch)d sequences × %(seq)d "
                   "tokens = %(tokens)s tokens at a fifth of its LR (peak 2e-4, warmup 20, WSD) with more recall "
-                  "rows, copy share %(frac).2f, mix %(mix)s; seed 10. " + STAGE4_CANARY)
+                  "rows, copy share %(frac).2f, mix %(mix)s; seed 10. " + STAGE4_CANARY, prev_card)
     if ev and ev.get("samples"):
         w("### Greedy samples (validation prompts, %d new tokens, `scripts/train/eval_drafters.py`)\n" % ev["gen"])
         for d in tc.DOMAINS:
@@ -374,14 +384,15 @@ def main():
     if dcfg:
         w("## DSpark drafter (models/tiny-dspark)\n")
         w("DeepSpec's Qwen3 DSpark layout and config fields: `block_size` %d, `mask_token_id` %d, "
-          "`target_layer_ids` %s (layer L = output of decoder layer L, HF's hidden_states[L + 1]; the final "
-          "layer's, %d, is the state after the final norm), "
+          "`target_layer_ids` %s (layer L = output of decoder layer L, HF's hidden_states[L + 1]%s), "
           "`markov_rank` %d, `markov_head_type` \"%s\", `enable_confidence_head` true, "
           "`confidence_head_with_markov` true, %d draft layers. Tensors: `embed_tokens`, `layers.N.*` (Qwen3 "
           "names), `norm`, `fc` [hidden, %d·hidden], `hidden_norm`, `lm_head` (copy of the target's tied "
           "embedding), `markov_head.markov_w1` [vocab, r] (an embedding), `markov_head.markov_w2` [vocab, r] "
           "(a Linear r→vocab), `confidence_head.proj` (weight [1, hidden+r], bias [1]).\n" % (
-              dcfg["block_size"], dcfg["mask_token_id"], dcfg["target_layer_ids"], dcfg["num_target_layers"] - 1,
+              dcfg["block_size"], dcfg["mask_token_id"], dcfg["target_layer_ids"],
+              ("; the final layer's, %d, is the state after the final norm" % (dcfg["num_target_layers"] - 1)
+               if dcfg["num_target_layers"] - 1 in dcfg["target_layer_ids"] else "; no final-layer tap, issue 39"),
               dcfg["markov_rank"], dcfg["markov_head_type"], dcfg["num_hidden_layers"],
               len(dcfg["target_layer_ids"])))
         w("Forward (scripts/train/tiny_modules.py `DSpark`): ctx = hidden_norm(fc(concat(taps))); each draft layer's "
