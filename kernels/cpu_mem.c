@@ -1,6 +1,8 @@
 /* cpu_mem.c — CPU backend: memory and dtype conversion.
  * Owns: kb_alloc/kb_free (host memory stands in for device memory),
- * host<->device copies, and the exact widening of bf16/f16 to f32.
+ * host<->device copies, and the exact widening of bf16/f16 to f32 (a
+ * dtype's width is dtype.c's: the CUDA backend needs it too, and must not
+ * call into this file, which reads the device switch).
  * Must not: know about models or tensors' meaning; allocate anything it
  * does not hand back to the caller.
  * The widening conversions are exact (every bf16/f16 value is an f32
@@ -10,15 +12,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-size_t kb_dtype_size(kb_dtype dt) {
-    switch (dt) {
-    case KB_F32: return 4;
-    case KB_BF16: return 2;
-    case KB_F16: return 2;
-    }
-    return 0;
-}
 
 /* calloc: large blocks come zeroed straight from the OS (lazily, page by
  * page), which matters for a KV pool of gigabytes that is mostly unused.

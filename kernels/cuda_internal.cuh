@@ -77,10 +77,36 @@ int cu_async_depth(void);   /* > 0 inside kb_async_begin regions */
  * q/k/v, gate/up as one; cuda_ops.cu: a residual add with the next norm,
  * a head norm with the next RoPE): at most one kind is held at a time.
  * cu_flush_held launches whatever is held, with the lock held; cu_begin
- * and every wait or end of a capture call it first. */
-void cuda_matmul_flush(void);
-void cuda_ops_flush(void);
+ * and every wait or end of a capture call it first.
+ * The stream layer (cuda_mem.cu) is below the files that hold calls (they
+ * call cu_begin), so it does not name their flushes, which would make the
+ * two one circle (tests/cycles.sh): cuda_backend.cu registers each with
+ * cu_on_flush at start-up, before any call can be held, and cu_flush_held
+ * calls them in that order. Registering one twice keeps the first. */
+void cu_on_flush(void (*flush)(void));
 void cu_flush_held(void);
+void cuda_matmul_flush(void);   /* cuda_matmul.cu: the held matmuls */
+void cuda_ops_flush(void);      /* cuda_ops.cu: the held add, head norm or K scatter */
+
+/* The stream layer's side of the backend's table (device_internal.h
+ * kb_cuda_ops, filled in cuda_backend.cu), in cuda_mem.cu. cu_start checks
+ * device 0 and makes the stream (the start-up of cuda_backend_init): 0 ok,
+ * else -1 and a message. */
+int   cu_start(char *err, size_t errlen);
+void *cu_alloc(size_t bytes);
+int   cu_free_if_ours(void *p);
+void  cu_copy(void *dst, const void *src, size_t bytes);
+int   cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen);
+void  cu_weight_release(kb_weight *w);
+void  cu_weight_release_owner(const void *owner);
+int   cu_set_graphs(int on);
+int   cu_graphs(const char **why);
+void  cu_async_begin(void);
+void  cu_async_end(void);
+void  cu_wait(void);
+void  cu_counts(kb_device_counts *c);
+int   cu_set_pdl(int on);
+int   cu_pdl_state(const char **why);
 
 /* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);

@@ -1,15 +1,18 @@
-/* cuda_mem.cu — CUDA backend: start-up, memory, weights, and the bracket
- * every compute call runs in (cuda_internal.cuh).
+/* cuda_mem.cu — CUDA backend: the device's start-up checks (cu_start),
+ * memory, weights, and the bracket every compute call runs in
+ * (cuda_internal.cuh): the stream layer, below the compute files.
  * Owns: the managed allocations behind kb_alloc (and their sizes), the
  * device copies of weights (cudaMalloc, by owner), the stream, the staging
  * ring for host arguments, the persistent scratch buffers, the async
- * region's depth, the mutex, and the backend's function table
- * (device_internal.h).
+ * region's depth, the mutex, and the list of flushes of held calls.
  * Must not: be reached before kb_set_device("cuda") succeeded (nothing here
  * runs in a CPU-only process), or take more managed memory than the card
  * has free (an oversubscribed managed pool can hang the GPU): kb_alloc
  * asks cudaMemGetInfo first and returns NULL, which callers report as out
- * of memory.
+ * of memory. Nor name anything of cuda_matmul.cu or cuda_ops.cu: they call
+ * the bracket, so a call back by name would make the layers one circle
+ * (tests/cycles.sh); their held calls are flushed through cu_on_flush, and
+ * the function table that names both sides is cuda_backend.cu's.
  *
  * Weights are plain device memory, never managed: the kernels read them on
  * every call and the host never does (kb_weight_rows converts on the
@@ -80,7 +83,7 @@ static table g_weights;   /* kb_weight_upload */
  * workspace, the scratch and staging buffers, the context itself. */
 static size_t headroom(size_t total) { return ((size_t)256 << 20) + total / 50; }
 
-static void *cu_alloc(size_t bytes) {
+void *cu_alloc(size_t bytes) {
     if (!bytes) bytes = 1;
     pthread_mutex_lock(&g_lock);
     capture_launch();   /* allocating and zeroing are not captured */
@@ -101,7 +104,7 @@ static void *cu_alloc(size_t bytes) {
     return p;
 }
 
-static int cu_free_if_ours(void *p) {
+int cu_free_if_ours(void *p) {
     pthread_mutex_lock(&g_lock);
     int i = table_find(&g_managed, p);
     if (i >= 0) {
@@ -115,7 +118,7 @@ static int cu_free_if_ours(void *p) {
 
 /* ---- weights -------------------------------------------------------------- */
 
-static int cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
+int cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) {
     size_t bytes = (size_t)w->rows * (size_t)w->cols * kb_dtype_size(w->dt);
     if (!bytes || !w->data) return 0;
     pthread_mutex_lock(&g_lock);
@@ -139,7 +142,7 @@ static int cu_weight_upload(kb_weight *w, const void *owner, char *err, size_t e
     return rc;
 }
 
-static void cu_weight_release(kb_weight *w) {
+void cu_weight_release(kb_weight *w) {
     pthread_mutex_lock(&g_lock);
     int i = table_find(&g_weights, w->data);
     if (i >= 0) {
@@ -151,7 +154,7 @@ static void cu_weight_release(kb_weight *w) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cu_weight_release_owner(const void *owner) {
+void cu_weight_release_owner(const void *owner) {
     pthread_mutex_lock(&g_lock);
     capture_launch();
     for (int i = g_weights.n - 1; i >= 0; i--)
@@ -307,9 +310,30 @@ void cu_begin(void) {
     cu_flush_held();   /* held calls run before this call, in the same capture */
 }
 
+/* The flushes of the files that hold calls back (cuda_internal.cuh
+ * cu_on_flush), in the order they were registered. */
+enum { MAX_FLUSH = 4 };
+static void (*g_flush[MAX_FLUSH])(void);
+static int g_n_flush;
+
+void cu_on_flush(void (*flush)(void)) {
+    pthread_mutex_lock(&g_lock);
+    int i = 0;
+    while (i < g_n_flush && g_flush[i] != flush) i++;
+    /* registered already when start-up runs again (kb_set_device failed
+     * after it, on a diagnostic variable, and is asked once more) */
+    if (i == g_n_flush) {
+        if (g_n_flush == MAX_FLUSH) {
+            fprintf(stderr, "specbed: CUDA: more than %d flushes of held calls\n", MAX_FLUSH);
+            abort();
+        }
+        g_flush[g_n_flush++] = flush;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
 void cu_flush_held(void) {
-    cuda_matmul_flush();
-    cuda_ops_flush();
+    for (int i = 0; i < g_n_flush; i++) g_flush[i]();
 }
 
 void cu_lock(void) { pthread_mutex_lock(&g_lock); }
@@ -407,25 +431,25 @@ void cu_end(const char *what) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cu_async_begin(void) {
+void cu_async_begin(void) {
     pthread_mutex_lock(&g_lock);
     g_async++;
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cu_async_end(void) {
+void cu_async_end(void) {
     pthread_mutex_lock(&g_lock);
     if (g_async > 0 && --g_async == 0) wait_stream("kb_async_end");
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cu_wait(void) {
+void cu_wait(void) {
     pthread_mutex_lock(&g_lock);
     wait_stream("kb_wait");
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cu_counts(kb_device_counts *c) {
+void cu_counts(kb_device_counts *c) {
     pthread_mutex_lock(&g_lock);
     *c = g_counts;
     pthread_mutex_unlock(&g_lock);
@@ -435,7 +459,7 @@ static void cu_counts(kb_device_counts *c) {
  * host source is staged through the ring, then one device-to-device copy
  * is queued (waited for outside a region). Into host memory the host waits
  * for the stream and copies. */
-static void cu_copy(void *dst, const void *src, size_t bytes) {
+void cu_copy(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     if (cu_on_device(dst)) {
         cu_begin();
@@ -549,7 +573,7 @@ static int pdl_probe(const char **why) {
     return ok ? 0 : -1;
 }
 
-static int cu_set_pdl(int on) {
+int cu_set_pdl(int on) {
     if (on && g_pdl_why) return -1;
     pthread_mutex_lock(&g_lock);
     wait_stream("switching programmatic dependent launch");
@@ -558,12 +582,12 @@ static int cu_set_pdl(int on) {
     return 0;
 }
 
-static int cu_pdl_state(const char **why) {
+int cu_pdl_state(const char **why) {
     if (why) *why = g_pdl_why;
     return g_pdl_why ? -1 : g_pdl;
 }
 
-static int cu_set_graphs(int on) {
+int cu_set_graphs(int on) {
     if (on && g_graphs_why) return -1;
     pthread_mutex_lock(&g_lock);
     wait_stream("switching CUDA graphs");   /* no capture may be running */
@@ -572,19 +596,12 @@ static int cu_set_graphs(int on) {
     return 0;
 }
 
-static int cu_graphs(const char **why) {
+int cu_graphs(const char **why) {
     if (why) *why = g_graphs_why;
     return g_graphs_why ? -1 : g_graphs;
 }
 
-static const kb_cuda_ops OPS = {
-    cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
-    cuda_weight_rows, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
-    cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_set_graphs, cu_graphs, cu_async_begin, cu_async_end,
-    cu_wait, cu_counts, cu_set_pdl, cu_pdl_state,
-};
-
-extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {
+int cu_start(char *err, size_t errlen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -634,6 +651,5 @@ extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errl
         g_pdl_why = why;
     }
     g_pdl = !g_pdl_why;
-    *ops = &OPS;
     return 0;
 }

@@ -61,9 +61,9 @@ typedef struct {
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */
 extern const kb_cuda_ops *kb_dev_cuda;     /* non-NULL once cuda was selected */
 
-/* The CUDA backend (cuda_mem.cu), linked only in a CUDA build: makes device
- * 0 current and checks it can run this build's code; 0 ok, else -1 and a
- * message. Returns the table in *ops. */
+/* The CUDA backend (cuda_backend.cu), linked only in a CUDA build: makes
+ * device 0 current and checks it can run this build's code; 0 ok, else -1
+ * and a message. Returns the table in *ops. */
 int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen);
 
 #ifdef __cplusplus
