@@ -58,7 +58,9 @@ g++ -fopenmp -o "$B/test_cuda_emu" "${objs[@]}" "${LIBS[@]}"
 lib_objs=()
 for o in "${objs[@]}"; do case "$o" in *tests-*) ;; *) lib_objs+=("$o") ;; esac; done
 objs=()
-for t in bench_engine cli_tp cli_device; do compile_c "$ROOT/tools/$t.c" "$B/tools-$t.o"; done
+for t in bench_engine cli_tp cli_device workload_tokens; do compile_c "$ROOT/tools/$t.c" "$B/tools-$t.o" -I"$ROOT/bench/load"; done
+# --text reads a workload through bench/load's parser (tools/workload_tokens.c)
+for t in workload input_file; do compile_c "$ROOT/bench/load/$t.c" "$B/bench-load-$t.o"; done
 g++ -fopenmp -o "$B/bench_engine_emu" "${objs[@]}" "${lib_objs[@]}" "${LIBS[@]}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 echo "built $B/test_cuda_emu and $B/bench_engine_emu; running (the CUDA backend on the CPU emulator)"
