@@ -26,10 +26,13 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # 10-20x slower. test_kernels sets its own thread counts to prove that results
 # do not depend on them.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-# One test per core (CTEST_PARALLEL_LEVEL overrides). The tests that time
+# One test per core (CTEST_PARALLEL_LEVEL overrides), counted with the OpenMP
+# variables unset: GNU nproc prints no more than OMP_NUM_THREADS or
+# OMP_THREAD_LIMIT, so after the export above it printed 1 and ctest ran the
+# whole suite one test at a time (issue 42). The tests that time
 # themselves against deadlines run alone (RUN_SERIAL), the 2-rank MPI tests
 # hold two cores (PROCESSORS 2), and the ones that start servers and load
 # them never overlap each other (RESOURCE_LOCK): tests/CMakeLists.txt.
 # The slow label (full depth × batch sweeps, long fuzz runs) runs in
 # Release: scripts/studies/test_slow.sh.
-ctest --output-on-failure --timeout 900 -LE slow -j "${CTEST_PARALLEL_LEVEL:-$(nproc)}" "$@"
+ctest --output-on-failure --timeout 900 -LE slow -j "${CTEST_PARALLEL_LEVEL:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}" "$@"

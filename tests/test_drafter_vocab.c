@@ -15,8 +15,11 @@
  *     elsewhere) and its greedy draft is their argmax; every drafted id,
  *     greedy or sampled, is in the map, and a sampled draft's q is zero
  *     outside it and sums to 1; greedy speculation on == off at depths
- *     1..8, batches 1, 3, 8, with drafts accepted at every depth (and for
- *     the two-module MTP fixture under the same map, batch 8).
+ *     1, 2, 3, 5, 8 on batches 1 and 8, with drafts accepted at every depth
+ *     (and for the two-module MTP fixture under the same map, batch 8);
+ *     `full` (test_drafter_vocab_full, label slow): every depth 1..8 on
+ *     batches 1, 3 and 8, and the sampling test (c) of the reduced lm_head
+ *     too (by default only the gathered map's: the same rows).
  * (c) Sampling keeps the target's distribution (drafter_test.h
  *     dt_sampling: the chi-square of test_drafter_mtp/dspark).
  * (d) Malformed maps are refused, naming the file and the problem: wrong
@@ -36,6 +39,15 @@
 #include "drafter_test.h"
 
 enum { V = 4096, K = 8 };
+
+/* The lossless sweeps' depths and batches: every one in `full`; by default 1
+ * (one draft), 2 (the second MTP module), 3, 5 (DSpark's γ + 1: a second
+ * block) and 8 on batches 1 and 8. */
+static const int all_depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, all_batches[3] = {1, 3, 8};
+static const int some_depths[5] = {1, 2, 3, 5, 8}, some_batches[2] = {1, 8};
+static int full;
+#define SWEEP_DEPTHS (full ? all_depths : some_depths)
+#define SWEEP_ND (full ? 8 : 5)
 
 /* ---- small safetensors writer for the maps made here -------------------- */
 
@@ -264,15 +276,19 @@ static void partial_check(gen_engine *e, drafter *a, drafter *b, const draft_voc
     for (int i = 0; i < np; i++) free(pr[i]);
 }
 
-/* (b) and (c) through the speculative step. */
+/* (b) and (c) through the speculative step; sample_depth 0: (b) only. */
 static void lossless_and_sampling(gen_engine *e, const drafter_opts *o, const char *label, int sample_depth) {
     int *pr[DT_NP] = {0}, lens[DT_NP] = {0}, np = dt_prompts(e, 0, pr, lens);
     const int *pp[DT_NP];
     for (int i = 0; i < np; i++) pp[i] = pr[i];
-    const int depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, batches[3] = {1, 3, 8};
     double t0 = gen_now();
-    long total = dt_lossless(e, o, label, depths, 8, batches, 3, pp, lens, np, 32);
+    long total = dt_lossless(e, o, label, SWEEP_DEPTHS, SWEEP_ND, full ? all_batches : some_batches, full ? 3 : 2, pp,
+                             lens, np, 32);
     printf("%s: %ld tokens compared in %.1f s\n", label, total, gen_now() - t0);
+    if (!sample_depth) {
+        for (int i = 0; i < np; i++) free(pr[i]);
+        return;
+    }
     drafter_opts so = *o;
     so.max_seqs = 1;
     t0 = gen_now();
@@ -491,8 +507,8 @@ static void mtp_part(void) {
             int *pr[DT_NP] = {0}, lens[DT_NP] = {0}, np = dt_prompts(e, 0, pr, lens);
             const int *pp[DT_NP];
             for (int i = 0; i < np; i++) pp[i] = pr[i];
-            const int depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b8 = 8;
-            dt_lossless(e, &o, "mtp(2 modules, 512-id map)", depths, 8, &b8, 1, pp, lens, np, 24);
+            const int b8 = 8;
+            dt_lossless(e, &o, "mtp(2 modules, 512-id map)", SWEEP_DEPTHS, SWEEP_ND, &b8, 1, pp, lens, np, 24);
             for (int i = 0; i < np; i++) free(pr[i]);
             gen_engine_free(e);
         } else {
@@ -528,13 +544,18 @@ static void dspark_part(gen_engine *e) {
     drafter_free(plain);
     drafter_opts o = {.name = "dspark", .draft_model = d2t, .max_seqs = 8, .quiet = 1};
     lossless_and_sampling(e, &o, "dspark(512-id map, gathered)", 5);   /* γ + 1: a chained block */
+    /* The reduced lm_head holds the gathered rows, so its draws are the
+     * gathered map's (partial_check above: the same logits); its sampling
+     * run (a third of this test's time) is in `full` only. */
     o.draft_model = head;
-    lossless_and_sampling(e, &o, "dspark(512-id map, reduced lm_head)", 5);
+    lossless_and_sampling(e, &o, "dspark(512-id map, reduced lm_head)", full ? 5 : 0);
 }
 
 int main(int argc, char **argv) {
     char err[1024];
-    if (tu_parse_part(argc, argv) != TU_FIXTURES) return tu_skip("test_drafter_vocab", "fixtures only");
+    tu_part part = tu_parse_part(argc, argv);
+    if (part == TU_BUNDLED) return tu_skip("test_drafter_vocab", "fixtures only");
+    full = part == TU_FULL;
     malformed_maps();
     mtp_part();
     gen_engine *e;

@@ -20,10 +20,11 @@
  *    order, whatever the message size).
  * 3. Greedy spec-on ≡ spec-off under TP=2 (tests/lossless.h) for every
  *    drafter: ngram, draft model, MTP (one module, two modules, a draft
- *    vocabulary), DSpark (whole and reduced draft-vocabulary heads);
- *    depths 1–8, batches 1/3/8, on the fixtures (no argument) and on the
- *    bundled family with code prompts (`bundled`; `full` adds the prose
- *    prompts).
+ *    vocabulary), DSpark (whole and reduced draft-vocabulary heads); on the
+ *    fixtures (no argument) depths 1, 2, 3, 5, 8 on batches 1 and 8, on the
+ *    bundled family with code prompts (`bundled`) depths 1–8 on batches
+ *    1/3/8; `full` runs the fixtures at every depth × batch too and adds the
+ *    prose prompts.
  * 4. The sharded MTP and DSpark drafters (engine/draft_stack.h) against the
  *    same drafters under TP=1, fed the same prompt and the same target
  *    taps (TP=1's): rank 0 must hold only its rows of the head (fewer than
@@ -239,8 +240,12 @@ static void batch_invariance(gen_engine *e) {
     free(alone); free(among);
 }
 
-static void run_case(gen_engine *e, const model_case *mc, const char *workload) {
-    static const int depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, batches[3] = {1, 3, 8};
+/* every: every depth 1..8 on batches 1, 3, 8; else 1 (one draft), 2 (the
+ * second MTP module), 3, 5 (DSpark's second block) and 8 on batches 1 and 8,
+ * about a third of the sweep (test_tp runs alone on both cores). */
+static void run_case(gen_engine *e, const model_case *mc, const char *workload, int every) {
+    static const int all_depths[8] = {1, 2, 3, 4, 5, 6, 7, 8}, all_batches[3] = {1, 3, 8};
+    static const int some_depths[5] = {1, 2, 3, 5, 8}, some_batches[2] = {1, 8};
     if (!strcmp(workload, "code")) {
         compare_tp1(e, mc->dir);
         batch_invariance(e);
@@ -254,7 +259,8 @@ static void run_case(gen_engine *e, const model_case *mc, const char *workload) 
     int got = ll_load_prompts(e, workload, prompts, lens, LL_NP);
     if (got < LL_NP) ll_synthetic_prompts(e->m->cfg.vocab_size, prompts, lens);   /* fixtures */
     for (int c = 0; c < 5 && mc->lossless[c].label; c++) {
-        long n = ll_check(e, &mc->lossless[c], prompts, lens, depths, 8, batches, 3);
+        long n = ll_check(e, &mc->lossless[c], prompts, lens, every ? all_depths : some_depths, every ? 8 : 5,
+                          every ? all_batches : some_batches, every ? 3 : 2);
         printf("%s, TP=2, %s, %s prompts: %ld tokens compared\n", mc->dir, mc->lossless[c].label,
                got < LL_NP ? "fixture" : workload, n);
     }
@@ -302,25 +308,31 @@ int main(int argc, char **argv) {
                                      .quiet = 1}, 1, NULL},
                          {"draft", {.name = "draft", .draft_model = p_draft, .max_seqs = 8}, 1, NULL}}},
     };
-    const model_case *cases = part == TU_FIXTURES ? fixtures : bundled;
-    int n = part == TU_FIXTURES ? (int)(sizeof fixtures / sizeof *fixtures) : 1;
     if (part != TU_FIXTURES && !tu_have("models/tiny/model.safetensors", "models/tiny-draft/model.safetensors",
                                         "models/tiny-dspark/model.safetensors", "workloads/code.jsonl",
                                         "workloads/prose.jsonl", NULL)) {
         kb_comm_free(c);
         return tu_skip("test_tp", "models/tiny family or workloads/ absent");
     }
-    static const char *const workloads[2] = {"code", "prose"};
-    for (int w = 0; w < (part == TU_FULL ? 2 : 1); w++)
-        for (int i = 0; i < n; i++) {
+    /* The passes, the same on every rank: (cases, how many, workload, every depth × batch). */
+    typedef struct { const model_case *cases; int n; const char *workload; int every; } pass;
+    pass passes[3];
+    int np = 0, nfix = (int)(sizeof fixtures / sizeof *fixtures);
+    if (part == TU_FIXTURES) passes[np++] = (pass){fixtures, nfix, "code", 0};
+    if (part == TU_FULL) passes[np++] = (pass){fixtures, nfix, "code", 1};
+    if (part != TU_FIXTURES) passes[np++] = (pass){bundled, 1, "code", 1};
+    if (part == TU_FULL) passes[np++] = (pass){bundled, 1, "prose", 1};
+    for (int p = 0; p < np; p++)
+        for (int i = 0; i < passes[p].n; i++) {
+            const model_case *mc = &passes[p].cases[i];
             gen_engine *e;
-            gen_engine_opts o = opts(cases[i].dir, c);
+            gen_engine_opts o = opts(mc->dir, c);
             if (gen_engine_create(&e, &o, err, sizeof err)) kb_comm_abort(c, 1, err);
             if (kb_comm_rank(c) > 0) {
                 drafter_tp_host(e);
                 gen_engine_serve(e);
             }
-            else run_case(e, &cases[i], workloads[w]);
+            else run_case(e, mc, passes[p].workload, passes[p].every);
             gen_engine_free(e);
         }
     int rank = kb_comm_rank(c);
