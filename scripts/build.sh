@@ -6,4 +6,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 "$ROOT/scripts/setup.sh"
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# every core: GNU nproc would answer no more than an OMP_NUM_THREADS the caller set
+cmake --build "$BUILD_DIR" -j"$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"

@@ -11,7 +11,7 @@
 # usage: scripts/studies/moe_verify_cost.sh [BUILD_DIR] [SHAPES_DIR] [ROUNDS] [WORKLOAD] [THREADS]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-B="${1:-$ROOT/build}" S="${2:-$ROOT/scratch/shapes}" ROUNDS="${3:-3}" W="${4:-code}" T="${5:-$(nproc)}"
+B="${1:-$ROOT/build}" S="${2:-$ROOT/scratch/shapes}" ROUNDS="${3:-3}" W="${4:-code}" T="${5:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}"
 PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
 for m in qwen3-moe-small qwen3-moe-small-dense; do
   [ -s "$S/$m/model.safetensors" ] || "$PY" "$ROOT/scripts/device/make_shape_model.py" "$m" "$S/$m"

@@ -9,7 +9,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 B="${BUILD_DIR:-$ROOT/build}"
 "$ROOT/scripts/setup.sh"
 cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" --target specbed -j"$(nproc)" >/dev/null
+cmake --build "$B" --target specbed -j"$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" >/dev/null
 BIN="$B/specbed"
 LOG="$ROOT/results/soak-server.log"
 mkdir -p "$ROOT/results"
