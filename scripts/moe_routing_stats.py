@@ -13,6 +13,10 @@ the router logits, torch.topk) and reports
     consecutive tokens of one prompt touch in that layer (every window of n
     tokens inside a prompt counts once), i.e. how many experts' weights a
     verify step of n rows of one sequence reads;
+  - distinct_mod_k: the share of tokens whose k experts fall in k distinct
+    classes e mod k (an upcycled model's experts e mod k = q start from
+    quarter q of the dense MLP: train_target.upcycle_moe), and cold: how
+    many experts got under 1% of the slots;
 and two baselines for the same n:
   - uniform[n-1] = E (1 - (1 - k/E)^n): tokens routed independently to a
     uniformly random k-subset. A given expert is in one token's subset with
@@ -96,6 +100,7 @@ def main():
         if not os.path.exists(path):
             continue
         share = np.zeros((len(sparse), E))
+        mod_k = np.zeros(len(sparse))
         dist = [[[0, 0] for _ in n_range] for _ in sparse]
         n_tok = n_prompts = 0
         with open(path, encoding="utf-8") as f:
@@ -107,6 +112,7 @@ def main():
                 for li in range(len(sparse)):
                     np.add.at(share[li], sel[li].reshape(-1), 1)
                     distinct_curve(sel[li], E, dist[li], MAX_WINDOW)
+                    mod_k[li] += sum(len(set(r)) == k for r in (sel[li] % k).tolist())
                 n_tok += len(ids)
                 n_prompts += 1
         layers = []
@@ -115,6 +121,7 @@ def main():
             curve = [a / b if b else None for a, b in dist[li]]
             layers.append({"layer": L, "share": [round(float(v), 5) for v in s],
                            "max_share": float(s.max()), "min_share": float(s.min()),
+                           "cold": int((s < 0.01).sum()), "distinct_mod_k": float(mod_k[li] / n_tok),
                            "distinct": curve,
                            "independent": [float(sum(1 - (1 - k * s) ** n)) for n in n_range]})
         mean = [float(np.mean([l["distinct"][i] for l in layers])) for i in range(len(n_range))]

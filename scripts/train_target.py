@@ -146,6 +146,10 @@ def main():
                     help="a Qwen3-MoE target of tiny_common.MOE's shape: upcycled from a dense --init "
                          "(upcycle_moe), continued from an MoE --init, or from scratch; the loss adds "
                          "router_aux_loss_coef x HF's load-balancing loss")
+    ap.add_argument("--aux-per-layer", action="store_true",
+                    help="with --moe: the load-balancing loss per layer (HF's function on each layer's router "
+                         "logits alone, averaged over layers: Switch Transformer's definition) instead of HF's "
+                         "on all layers' logits concatenated, which balances only the load pooled over layers")
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random[,far,perturbed] shares of the copy rows")
     tiny_copy.add_args(ap)
@@ -153,6 +157,7 @@ def main():
     args = ap.parse_args()
 
     from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
     tc.setup_torch(args.seed)
     os.makedirs(tc.WORK, exist_ok=True)
     logf = open(os.path.join(tc.WORK, args.name + ".log"), "a")
@@ -176,6 +181,8 @@ def main():
         tc.die("--grow-layers needs --init (the target to grow)")
     if args.moe and args.grow_layers:
         tc.die("--moe and --grow-layers do not combine")
+    if args.aux_per_layer and not args.moe:
+        tc.die("--aux-per-layer needs --moe")
     if args.init:
         model = tc.load_target(args.init, torch.float32)
         if args.grow_layers:
@@ -233,8 +240,16 @@ def main():
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
         if args.moe:
             # HF's load_balancing_loss_func over all layers' router logits
-            # (Switch Transformer eq. 4-6, times E; k when balanced)
-            aux = out.aux_loss.float()
+            # (Switch Transformer eq. 4-6, times E; k when balanced), or the
+            # same per layer: pooled, one layer's overloaded expert can be
+            # another's idle one and the loss sees a balanced load
+            # (QwenLM/Qwen3 issue 1418; models/README.md, tiny-moe's routing)
+            if args.aux_per_layer:
+                aux = torch.stack([load_balancing_loss_func((rl,), model.config.num_experts,
+                                                            model.config.num_experts_per_tok).float()
+                                   for rl in out.router_logits]).mean()
+            else:
+                aux = out.aux_loss.float()
             (loss + aux_coef * aux).backward()
         else:
             loss.backward()
@@ -263,7 +278,7 @@ def main():
     m2 = tc.load_target(args.out, torch.float32)
     ev = eval_loss(m2, tc.SEQ_LEN, 64)  # 512-token windows: comparable across stages
     import math
-    res = {"val_loss": ev, "moe": args.moe, "val_ppl": {k: math.exp(v) for k, v in ev.items()}, "steps": args.steps,
+    res = {"val_loss": ev, "moe": args.moe, "aux_per_layer": args.aux_per_layer, "val_ppl": {k: math.exp(v) for k, v in ev.items()}, "steps": args.steps,
            "batch": args.batch, "seq": args.seq, "eval_seq": tc.SEQ_LEN, "tokens_seen": args.steps * args.batch * args.seq,
            "train_tokens": {d: int(len(tc.token_stream(d, "train"))) for d in tc.DOMAINS},
            "val_windows_per_domain": 64, "init": args.init, "copy_frac": args.copy_frac,
