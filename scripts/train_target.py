@@ -150,6 +150,9 @@ def main():
                     help="with --moe: the load-balancing loss per layer (HF's function on each layer's router "
                          "logits alone, averaged over layers: Switch Transformer's definition) instead of HF's "
                          "on all layers' logits concatenated, which balances only the load pooled over layers")
+    ap.add_argument("--aux-coef", type=float, default=None,
+                    help="with --moe: the load-balancing loss's weight (default and written to config.json as "
+                         "router_aux_loss_coef: tiny_common.MOE's, Qwen3-MoE's 0.001)")
     ap.add_argument("--copy-mix", default=",".join(str(v) for v in tiny_copy.MIX),
                     help="recall,repeat,random[,far,perturbed] shares of the copy rows")
     tiny_copy.add_args(ap)
@@ -227,6 +230,8 @@ def main():
         with tc.autocast(args.precision):
             tc.log("val loss at step 0 %s (--init %s)" % (eval_loss(model, args.seq, 16),
                                                           eval_loss(tc.load_target(args.init), args.seq, 16)), logf)
+    if args.moe and args.aux_coef is not None:
+        model.config.router_aux_loss_coef = args.aux_coef
     aux_coef = model.config.router_aux_loss_coef if args.moe else 0.0
     t0, tok_done, ema, aux = time.time(), 0, None, None
     while step < args.steps:
