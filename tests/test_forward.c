@@ -217,14 +217,15 @@ static void test_bad_batches(const model *m) {
     kv_cache_free(kv);
 }
 
-static void test_fixture(const char *fixture) {
+/* The goldens tests/golden/forward/<fixture>/ of the model in model_rel
+ * (tests/fixtures/<fixture> for the fixtures). */
+static void test_model(const char *fixture, const char *model_rel) {
     char err[512], rel[256];
     printf("== %s\n", fixture);
     snprintf(rel, sizeof rel, "tests/golden/forward/%s/golden.bin", fixture);
     golden g;
     if (golden_load(&g, tu_path(rel))) { CHECKF(0, "%s: golden missing or bad", rel); free(g.buf); return; }
-    snprintf(rel, sizeof rel, "tests/fixtures/%s", fixture);
-    const char *dir = tu_path(rel);
+    const char *dir = tu_path(model_rel);
     model *m = NULL;
     if (model_load(&m, dir, err, sizeof err)) { CHECKF(0, "model_load %s: %s", dir, err); free(g.buf); return; }
     CHECKF(weights_fnv(dir) == g.fnv, "%s: weights changed since the goldens were made; rerun "
@@ -390,11 +391,19 @@ static void test_fixture(const char *fixture) {
     free(g.buf);
 }
 
+static void test_fixture(const char *fixture) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/fixtures/%s", fixture);
+    test_model(fixture, rel);
+}
+
 int main(int argc, char **argv) {
-    int bf16 = 0, moe = 0;
+    int bf16 = 0, moe = 0, tiny_moe = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--moe")) {
             moe = 1;
+        } else if (!strcmp(argv[i], "--tiny-moe")) {
+            tiny_moe = 1;
         } else if (!strcmp(argv[i], "--cpu-path") && i + 1 < argc) {
             const char *p = argv[++i];
             if (!kb_cpu_path_supported(p)) {
@@ -404,9 +413,23 @@ int main(int argc, char **argv) {
             CHECK(kb_set_cpu_path(p) == 0);
             bf16 = !strcmp(p, "avx512bf16");
         } else {
-            fprintf(stderr, "usage: test_forward [--cpu-path NAME] [--moe]\n");
+            fprintf(stderr, "usage: test_forward [--cpu-path NAME] [--moe | --tiny-moe]\n");
             return 2;
         }
+    }
+    if (tiny_moe) {
+        /* ctest test_forward_tiny_moe: the bundled MoE lab model (trained, bf16
+         * weights, every layer sparse: 16 experts, top-4) against HF, with the
+         * f32 tolerances of the fixtures, as long as no row's 4th and 5th router
+         * probabilities are within rounding of each other
+         * (make_forward_goldens.py records the smallest gap over the golden
+         * prompts in meta.json: min_router_gap). */
+        if (!tu_have("models/tiny-moe/model.safetensors", "tests/golden/forward/tiny-moe/golden.bin", NULL))
+            return tu_skip("test_forward_tiny_moe", "models/tiny-moe or its goldens absent");
+        printf("kernels: %s\n", kb_cpu_path());
+        if (bf16) { g_hf_check = 0; printf("bf16 path: HF differences printed, not checked (see --moe)\n"); }
+        test_model("tiny-moe", "models/tiny-moe");
+        return tu_done("test_forward_tiny_moe");
     }
     if (moe) {
         /* ctest test_forward_moe: the Qwen3-MoE fixtures (bf16 weights, layers

@@ -13,7 +13,14 @@
  *     parallelism, the CUDA backend (where one is built and visible), and
  *     checkpoints with MLP tensors the layout does not read (a shared
  *     expert, an expert index ≥ num_experts, experts on a dense layer, both
- *     layouts at once). */
+ *     layouts at once).
+ * `bundled`: the bundled MoE lab model models/tiny-moe (models/README.md):
+ * greedy generation equals HF generate() (tests/golden/forward/tiny-moe/
+ * greedy.json), and greedy spec-on ≡ spec-off on code and prose prompts
+ * from workloads/ with ngram, the dense draft model models/tiny-draft and
+ * tiny-moe's own MTP module (a dense block behind a sparse target), each
+ * of which must get drafts accepted; depths 1, 3, 8 on batches 1 and 8.
+ * `full` (label slow): depths 1, 2, 3, 5, 8 × batches 1, 3, 8 there. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +34,7 @@
 
 #define MOE "tests/fixtures/qwen3-moe-tiny"
 #define MOE_FUSED "tests/fixtures/qwen3-moe-tiny-fused"
+#define TINY_MOE "models/tiny-moe"
 
 /* All rows' logits of one prompt, as one prefill span; malloc'd. */
 static float *logits_of(const model *m, const int *ids, int n) {
@@ -72,11 +80,12 @@ static void test_layouts(void) {
     model_free(b);
 }
 
-static void test_greedy_vs_hf(void) {
+/* model_dir's greedy continuation of greedy.json's prompt equals HF's tokens. */
+static void test_greedy_vs_hf(const char *model_dir, const char *golden) {
     char err[512];
     cJSON *g = NULL;
     size_t len;
-    char *txt = tu_read_file(tu_path("tests/golden/forward/qwen3-moe-tiny/greedy.json"), &len);
+    char *txt = tu_read_file(tu_path(golden), &len);
     CHECKF(txt && (g = cJSON_Parse(txt)), "greedy.json missing or bad");
     free(txt);
     if (!g) return;
@@ -87,7 +96,7 @@ static void test_greedy_vs_hf(void) {
     for (int i = 0; i < nt; i++) want[i] = cJSON_GetArrayItem(jt, i)->valueint;
     cJSON_Delete(g);
     gen_engine *e;
-    gen_engine_opts eo = {.model_dir = tu_path(MOE), .max_seqs = 1, .max_seq_len = 256};
+    gen_engine_opts eo = {.model_dir = tu_path(model_dir), .max_seqs = 1, .max_seq_len = 256};
     if (gen_engine_create(&e, &eo, err, sizeof err)) {
         CHECKF(0, "%s", err);
     } else {
@@ -98,7 +107,7 @@ static void test_greedy_vs_hf(void) {
         int same = r.n_tokens == nt;
         for (int i = 0; same && i < nt; i++) same = r.tokens[i] == want[i];
         CHECKF(same, "greedy tokens differ from HF generate()");
-        printf("greedy: %d tokens after a %d-token prompt, equal to HF generate()\n", r.n_tokens, np);
+        printf("greedy (%s): %d tokens after a %d-token prompt, equal to HF generate()\n", model_dir, r.n_tokens, np);
         gen_results_free(&r, 1);
         gen_engine_free(e);
     }
@@ -232,12 +241,57 @@ static void test_refusals(void) {
     rmdir(dir);
 }
 
-int main(void) {
+/* The bundled MoE lab model: greedy = HF, and lossless for every drafter
+ * kind that serves it (full: the whole depth × batch sweep). */
+static int run_bundled(int full) {
+    if (!tu_have(TINY_MOE "/model.safetensors", "models/tiny-draft/model.safetensors", "workloads/code.jsonl",
+                 "workloads/prose.jsonl", "tests/golden/forward/tiny-moe/greedy.json", NULL))
+        return tu_skip("test_moe", "models/tiny-moe, models/tiny-draft, workloads/ or its greedy golden absent");
+    test_greedy_vs_hf(TINY_MOE, "tests/golden/forward/tiny-moe/greedy.json");
+    static const int all_depths[5] = {1, 2, 3, 5, 8}, all_batches[3] = {1, 3, 8};
+    static const int some_depths[3] = {1, 3, 8}, some_batches[2] = {1, 8};
+    char err[1024];
+    gen_engine *e;
+    gen_engine_opts eo = {.model_dir = tu_path(TINY_MOE), .max_seqs = 8, .max_batch_rows = 96, .max_seq_len = 512};
+    if (gen_engine_create(&e, &eo, err, sizeof err)) { CHECKF(0, "%s", err); return tu_done("test_moe"); }
+    CHECKF(e->m->cfg.n_experts > 0 && e->m->cfg.n_mtp_layers == 1, "%s: not an MoE target with one MTP module",
+           TINY_MOE);
+    ll_config cfgs[] = {
+        {"tiny-moe ngram", {.name = "ngram"}, 1, NULL},
+        {"tiny-moe draft(tiny-draft)", {.name = "draft", .draft_model = tu_path("models/tiny-draft"), .max_seqs = 8,
+                                        .quiet = 1}, 1, NULL},
+        {"tiny-moe mtp", {.name = "mtp", .max_seqs = 8, .quiet = 1}, 1, NULL},
+    };
+    const char *wl[2] = {"code", "prose"};
+    for (int w = 0; w < 2; w++) {
+        static int prompts[LL_NP][LL_MAXP];
+        int lens[LL_NP];
+        if (ll_load_prompts(e, wl[w], prompts, lens, LL_NP) < LL_NP) {
+            CHECKF(0, "workloads/%s.jsonl: too few prompts", wl[w]);
+            continue;
+        }
+        for (int c = 0; c < (int)(sizeof cfgs / sizeof cfgs[0]); c++) {
+            double t0 = gen_now();
+            long n = ll_check(e, &cfgs[c], prompts, lens, full ? all_depths : some_depths, full ? 5 : 3,
+                              full ? all_batches : some_batches, full ? 3 : 2);
+            printf("%s on %s: %ld tokens compared in %.1f s\n", cfgs[c].label, wl[w], n, gen_now() - t0);
+        }
+    }
+    gen_engine_free(e);
+    return tu_done("test_moe");
+}
+
+int main(int argc, char **argv) {
+    tu_part part = tu_parse_part(argc, argv);
+    if (part != TU_FIXTURES) {
+        printf("kernels: %s\n", kb_cpu_path());
+        return run_bundled(part == TU_FULL);
+    }
     if (!tu_have(MOE "/config.json", MOE_FUSED "/config.json", "tests/golden/forward/qwen3-moe-tiny/greedy.json", NULL))
         return tu_skip("test_moe", "MoE fixtures absent");
     printf("kernels: %s\n", kb_cpu_path());
     test_layouts();
-    test_greedy_vs_hf();
+    test_greedy_vs_hf(MOE, "tests/golden/forward/qwen3-moe-tiny/greedy.json");
     test_refusals();
     test_lossless();
     return tu_done("test_moe");

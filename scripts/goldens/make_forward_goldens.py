@@ -2,7 +2,9 @@
 """make_forward_goldens.py — reference outputs of HF transformers for a model
 directory, for tests/test_forward.c (which needs no Python to read them).
 
-The reference is the vendor's code, not ours: Qwen3ForCausalLM from
+The reference is the vendor's code, not ours: Qwen3ForCausalLM (or
+Qwen3MoeForCausalLM, whose meta.json also gets each prompt's smallest gap
+between the k-th and (k+1)-th router probability, min_router_gap) from
 transformers, weights upcast to float32 (specbed computes in f32 from
 bf16/f16/f32 weights, so f32 HF is the like-for-like reference), eager
 attention, one forward over each whole prompt.
@@ -158,10 +160,11 @@ def main():
     meta = {"model": os.path.normpath(args.model), "transformers": transformers.__version__,
             "torch": torch.__version__, "dtype": "float32 (weights upcast)",
             "attn_implementation": "eager", "prompts": []}
+    moe = getattr(cfg, "num_experts", 0) and getattr(cfg, "num_experts_per_tok", 0)
     for kind, ids in prompts:
         n = len(ids)
         with torch.no_grad():
-            res = model(torch.tensor([ids]), output_hidden_states=True)
+            res = model(torch.tensor([ids]), output_hidden_states=True, **({"output_router_logits": True} if moe else {}))
         logits = res.logits[0].float().numpy()
         h0 = res.hidden_states[1][0].float().numpy()
         top2 = np.sort(logits, axis=-1)[:, -2:]
@@ -181,6 +184,16 @@ def main():
             "kind": "text" if kind else "random ids", "n_tokens": n, "logit_positions": lpos,
             "hidden_positions": hpos, "min_margin": float(margin.min()),
             "max_abs_logit": float(np.abs(logits).max())})
+        if moe:
+            # A Qwen3-MoE model routes each row to its top-k experts by router
+            # probability: where the k-th and (k+1)-th are within rounding,
+            # another implementation may route the row differently, so the
+            # smallest gap says how far the goldens hold (test_forward.c).
+            k = cfg.num_experts_per_tok
+            gap = min(float((p[:, k - 1] - p[:, k]).min()) for p in
+                      (torch.softmax(rl.float(), -1).sort(-1, descending=True).values for rl in res.router_logits))
+            meta["prompts"][-1]["min_router_gap"] = gap
+            print(f"  smallest gap between router probabilities {k} and {k + 1}: {gap:.3g}")
         print(f"prompt ({'text' if kind else 'random'}): {n} tokens, logit rows at {lpos}, "
               f"min top1-top2 margin {margin.min():.3g}, max |logit| {np.abs(logits).max():.3g}")
 

@@ -34,6 +34,16 @@ TARGET = dict(
 )
 SEQ_LEN = 512
 
+# The MoE lab target (models/tiny-moe, train_target.py --moe): TARGET's shape with
+# every MLP a Qwen3-MoE sparse block. top_k x moe_intermediate_size = TARGET's
+# intermediate_size, so a token's active MLP is the dense target's (and its
+# dense MLP upcycles exactly: tiny_modules.upcycle_moe); intermediate_size stays
+# 768 for dense blocks (the MTP module's MLP).
+MOE = dict(
+    num_experts=16, num_experts_per_tok=4, moe_intermediate_size=192, norm_topk_prob=True,
+    decoder_sparse_step=1, mlp_only_layers=[], output_router_logits=False, router_aux_loss_coef=0.001,
+)
+
 
 def add_precision_arg(ap):
     """--precision for every trainer: bf16 autocast (the recipe the bundled
@@ -175,14 +185,15 @@ def write_json(path, obj):
 
 
 def load_target(dirpath=None, dtype=torch.float32):
-    """The committed target (bf16 on disk) as an HF Qwen3ForCausalLM in dtype,
-    frozen, eval mode. Extra MTP keys in the file are ignored by HF."""
+    """The committed target (bf16 on disk) as an HF Qwen3ForCausalLM (or
+    Qwen3MoeForCausalLM, as its config.json says) in dtype, frozen, eval mode.
+    Extra MTP keys in the file are ignored by HF."""
     import logging
-    from transformers import Qwen3ForCausalLM
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    m = Qwen3ForCausalLM.from_pretrained(dirpath or os.path.join(MODELS, "tiny"), torch_dtype=dtype)
+    m = AutoModelForCausalLM.from_pretrained(dirpath or os.path.join(MODELS, "tiny"), torch_dtype=dtype)
     m.eval()
     for p in m.parameters():
         p.requires_grad_(False)

@@ -10,9 +10,16 @@ A target stage whose record is not on this machine (scratch/ is not
 committed; stages 1 and 2 ran on an earlier machine) keeps its section from
 the committed models/README.md, word for word, rather than losing it.
 
-Usage: tiny_model_card.py [--throughput FILE]
+The MoE lab target's section (models/tiny-moe: scratch/tiny/{moe_eval,eval_moe}.json,
+scratch/tiny/{moe,moe_mtp}.log, models/tiny-moe/routing_stats.json) is written by
+moe_section; `--moe-only` rewrites just that section (and its row of the table at the
+top) in the committed card, for a machine that has only the MoE records.
+
+Usage: tiny_model_card.py [--moe-only]
 """
+import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -103,6 +110,31 @@ STAGE4_CANARY = (
 )
 
 
+# The dense target's loss on the upcycled model's step-0 windows (16 validation windows of
+# 1024 tokens per domain, bf16 autocast, train_target.eval_loss), measured by hand for the
+# recorded run, whose log line predates train_target.py logging it beside the MoE's.
+MOE_DENSE_STEP0 = {"code": 2.1472, "prose": 2.8536}
+
+# Runs of train_target.py --moe tried beside the bundled one (records
+# scratch/tiny/NAME_eval.json, NAME_routing.json, NAME.log, NAME/config.json).
+MOE_TRIED = ("moe_pl", "moe_pl10")
+# What the tried runs showed (read off their rows by hand).
+MOE_TRIED_NOTE = (
+    "Per layer at the bundled coefficient 0.001 the routing hardly moves (16 consecutive tokens touch about 8 "
+    "of 16 experts instead of 7, most tokens still take one expert per quarter), so the concentration owes more "
+    "to the upcycled start, where a quarter's copies compete for one role, than to HF's pooling. At 0.01 per "
+    "layer the router spreads (1–6 cold experts per layer, about 11.6 of 16 experts for 16 tokens, against "
+    "15.8 for uniform routing) at +0.06 nats of validation loss after its 150 steps; the runs differ in "
+    "length as well (150 against 500 steps), so part of that gap may be the shorter run: it is not the cost "
+    "of balancing at equal budget. A lab model whose routing should look like a pretrained MoE's (balanced per layer) would take the "
+    "0.01 per-layer recipe for longer, with its MTP module, goldens and card section made again "
+    "(`scripts/train/train_tiny.sh --from moe` after adding `--aux-per-layer --aux-coef 0.01` to its moe step)."
+)
+
+MOE_HEAD = "## MoE lab target (models/tiny-moe)"
+MOE_ROW = "| tiny-moe/ |"
+
+
 def jload(p):
     with open(p) as f:
         return json.load(f)
@@ -130,6 +162,14 @@ def last_match(name, pat):
         return None
     hits = [l for l in open(p) if re.search(pat, l)]
     return hits[-1].strip() if hits else None
+
+
+def first_match(name, pat):
+    p = os.path.join(tc.WORK, name + ".log")
+    if not os.path.exists(p):
+        return None
+    hits = [l for l in open(p) if re.search(pat, l)]
+    return hits[0].strip() if hits else None
 
 
 def size_mb(path):
@@ -212,7 +252,255 @@ def stage_section(w, name, title, intro, prev_card):
     copy_tables(w, rec)
 
 
+def moe_row():
+    """The tiny-moe row of the table at the top of the card."""
+    return ("| tiny-moe/ | MoE lab target: `Qwen3MoeForCausalLM` (16 experts, top-4, the target's active MLP) + its "
+            "own MTP module + tokenizer | HF layout, bf16 safetensors (%.1f MB) |"
+            % size_mb(os.path.join(M, "tiny-moe", "model.safetensors")))
+
+
+def moe_section(w):
+    """The MoE lab target's section, from its records (module docstring)."""
+    d = os.path.join(M, "tiny-moe")
+    cfg = jload(os.path.join(d, "config.json"))
+    rec = jload(os.path.join(tc.WORK, "moe_eval.json"))
+    E, k, I, H = cfg["num_experts"], cfg["num_experts_per_tok"], cfg["moe_intermediate_size"], cfg["hidden_size"]
+    nL = cfg["num_hidden_layers"]
+    expert_p = nL * E * 3 * H * I
+    active_p = nL * k * 3 * H * I
+    w(MOE_HEAD + "\n")
+    w("`Qwen3MoeForCausalLM` (`model_type` qwen3_moe): the target's shape (the table above: %d layers, hidden %d, "
+      "%d/%d heads of %d, vocabulary %d, tied embeddings) with every decoder layer's MLP a sparse block." % (
+          nL, H, cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["vocab_size"]))
+    w("")
+    w("| field | value |\n|---|---|")
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits",
+                "intermediate_size"):
+        w("| %s | %s |" % (key, json.dumps(cfg[key])))
+    w("")
+    w("A token's active MLP is %d × %d = %d neurons, the dense target's intermediate_size, so active parameters "
+      "match the dense target's (experts %.2fM in all, %.2fM active per token; routers %d × %d per layer); "
+      "intermediate_size %d is only the MTP module's dense MLP. Tensors: the router `model.layers.L.mlp.gate.weight` "
+      "[%d, %d] and per-expert `model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight` (HF's names; the engine "
+      "also reads transformers 5's fused layout). Routing is HF's Qwen3MoeSparseMoeBlock: softmax of the router "
+      "logits in float32, top %d, divided by their sum (norm_topk_prob), and so is the C engine's (engine/moe.h)."
+      "\n" % (k, I, k * I, expert_p / 1e6, active_p / 1e6, E, H, cfg["intermediate_size"], E, H, k))
+    w("Initialisation: sparse upcycling of models/tiny (Komatsuzaki et al. 2022), fine-grained with virtual groups "
+      "(He et al. 2024, arXiv:2410.07524; `train_target.upcycle_moe`): expert e takes quarter e mod %d of the "
+      "dense MLP's %d neurons (gate/up rows, down columns) with down ×%d, so %d experts of distinct quarters at "
+      "weight 1/%d each are exactly the dense MLP; the router starts small random (std 0.002) with one row per "
+      "group of %d experts (e // %d, one of each quarter) shared by the group, so top-%d takes a whole group and "
+      "the model starts as the dense target for every token; noise of 1%% of each matrix's std separates the "
+      "groups' copies. A router random per expert (the plain recipe) would route each token to %d random experts, "
+      "the dense MLP only in expectation: the upcycled logits then agreed with the dense target's argmax at 31%% "
+      "of text positions, against 98%% with the groups." % (k, k * I, k, k, k, k, k, k, k))
+    s0 = last_match("moe", r"val loss at step 0")
+    if s0:
+        m = re.findall(r"'(code|prose)': ([0-9.]+)", s0)
+        moe0 = {a: float(b) for a, b in m[:2]}
+        dense0 = {a: float(b) for a, b in m[2:4]} or MOE_DENSE_STEP0
+        w("At step 0 the validation loss (16 windows of 1024 tokens per domain, bf16) was code %.4f / prose %.4f, "
+          "the dense target's on the same windows %.4f / %.4f." % (moe0["code"], moe0["prose"], dense0["code"],
+                                                                 dense0["prose"]))
+    w("")
+    w("Reproduce: `scripts/train/train_tiny.sh --from moe` (steps moe, moe_mtp, moe_eval; opt-in, never part of the "
+      "default run; models/tiny must exist).\n")
+    w("Training (step `moe` of scripts/train/train_tiny.sh): the dense target's last-stage recipe (stage 4, anneal): "
+      "%d steps × %d sequences × %d tokens = %s tokens, copy share %.2f, mix %s, max back %d, peak LR 2e-4, "
+      "warmup 20, WSD; seed 12; loss = CE + %g × HF's load-balancing loss (transformers' "
+      "`load_balancing_loss_func` over all layers' router logits, as Qwen3MoeForCausalLM adds it with "
+      "output_router_logits: E · Σ_e f_e P_e, %d when balanced). `.venv/bin/python scripts/train/"
+      "train_target.py --moe --init models/tiny --copy-frac 0.5 --max-back 900 --copy-mix 0.4,0.1,0.15,0.25,0.1 "
+      "--seq 1024 --batch 4 --steps %d --lr 2e-4 --warmup 20 --seed 12 --name moe --out models/tiny-moe`." % (
+          rec["steps"], rec["batch"], rec["seq"], f"{rec['tokens_seen']:,}", rec["copy_frac"],
+          ",".join("%g" % v for v in rec["copy_mix"]), rec["max_back"], cfg["router_aux_loss_coef"], k,
+          rec["steps"]))
+    res = last_match("moe", r"resumed at step")
+    first = first_match("moe", r"moe: .* steps x")
+    if res and first:
+        w("The run started with --steps %s and was stopped at its step-%s checkpoint when its throughput on the "
+          "loaded machine showed that those would not fit the 35-minute budget, then resumed with --steps %d "
+          "before the LR decay of either began: with the WSD schedule and the seeded sampler that is step for "
+          "step the run `--steps %d` gives from scratch." % (
+              re.search(r"(\d+) steps x", first).group(1), res.split()[-1], rec["steps"], rec["steps"]))
+    sp = log_span("moe")
+    if sp:
+        w("Wall time %.0f min (%s–%s, a machine shared with other jobs at load 6–8). Last log line: `%s`" % (
+            sp[2], sp[0], sp[1], last_match("moe", r"step \d+/")))
+    w("")
+    iv = rec.get("init_val_loss")
+    w("Validation (the written bf16 weights, f32 arithmetic, %d windows of %d tokens per domain, as for the dense "
+      "stages):\n" % (rec["val_windows_per_domain"], rec["eval_seq"]))
+    if iv:
+        w("| domain | dense target (models/tiny) | tiny-moe | difference | tiny-moe perplexity |\n|---|---|---|---|---|")
+        for dom in tc.DOMAINS:
+            w("| %s | %.3f | %.3f | %+.3f | %.1f |" % (dom, iv[dom], rec["val_loss"][dom],
+                                                    rec["val_loss"][dom] - iv[dom], rec["val_ppl"][dom]))
+    else:
+        w("| domain | val loss | perplexity |\n|---|---|---|")
+        for dom in tc.DOMAINS:
+            w("| %s | %.3f | %.1f |" % (dom, rec["val_loss"][dom], rec["val_ppl"][dom]))
+    w("")
+    copy_tables(w, rec)
+
+    w("### Its MTP module\n")
+    mcfg_line = last_match("moe_mtp", r"moe_mtp: ")
+    w("The dense family's MTP recipe and layout (the MTP section above; `train_mtp.py --target models/tiny-moe "
+      "--name moe_mtp`, step `moe_mtp`): frozen target, %s, loss 0.3 CE(data) + 0.7 CE(target distribution), a "
+      "quarter copy rows, seed 2; weights `model.layers.%d.*` in models/tiny-moe/model.safetensors, "
+      "`num_nextn_predict_layers: 1`. The module's block is a dense Qwen3 block (MLP of intermediate_size %d), as "
+      "the MTP block's kind is the module's own choice; it starts from the target's last layer with that layer's "
+      "experts merged back into one dense MLP (`train_mtp.dense_from_experts`: quarter q the mean of the experts "
+      "e mod %d = q, down ÷ %d, the inverse of the upcycling). HF's Qwen3MoeForCausalLM loads the file and ignores "
+      "the module's keys; the engine binds it as it binds the dense target's (a layer index ≥ num_hidden_layers "
+      "is never sparse, engine/config.c config_layer_is_sparse), so `--drafter mtp` serves it unchanged." % (
+          (mcfg_line or "").split("moe_mtp: ")[-1].split(" (from")[0], nL, cfg["intermediate_size"], k, k))
+    f0 = first_match("moe_mtp", r"moe_mtp: .* steps \(from 0\)")
+    if f0 and mcfg_line and f0 != mcfg_line:
+        w("It ran as --steps %s and was resumed at its step-%s checkpoint with the --steps of the line above "
+          "(before either run's LR decay: the same run as one with those steps from the start)." % (
+              re.search(r"(\d+) steps", f0).group(1), re.search(r"from (\d+)", mcfg_line).group(1)))
+    sp = log_span("moe_mtp")
+    if sp:
+        w("Wall time %.0f min (%s–%s, the shared machine; the s/step of the log lines shows its load). Last log "
+          "line: `%s`" % (sp[2], sp[0], sp[1], last_match("moe_mtp", r"step \d+/")))
+    w("")
+    evp = os.path.join(tc.WORK, "eval_moe.json")
+    if os.path.exists(evp):
+        ev = jload(evp)
+        K = ev["depth"]
+        w("Acceptance on tiny-moe (`eval_drafters.py --target models/tiny-moe --drafters mtp,draft`, greedy, "
+          "depth %d, the method of the acceptance table above, whose dense-target rows compare; the draft model is models/tiny-draft, distilled "
+          "from the dense target):\n" % K)
+        w("| drafter | domain | steps | %s | mean accept length |" % " | ".join("pos %d" % i for i in range(1, K + 1)))
+        w("|---|---|---|%s---|" % ("---|" * K))
+        for name in ("mtp", "draft"):
+            for dom in tc.DOMAINS:
+                e = ev["drafters"].get(name, {}).get(dom)
+                if e:
+                    w("| %s | %s | %d | %s | %.3f |" % (name, dom, e["steps"],
+                                                       " | ".join("%.3f" % x for x in e["per_position"]),
+                                                       e["mean_accept_length"]))
+        w("")
+    w("Checks: `test_forward_tiny_moe` (logits and layer-0 hidden states against HF, "
+      "tests/golden/forward/tiny-moe from `scripts/goldens/make_forward_goldens.py --model models/tiny-moe --boundary-only "
+      "--greedy 48`, whose meta.json records the smallest gap between a row's 4th and 5th router probability) "
+      "and `test_moe_bundled` (greedy text equal to HF generate(); greedy spec-on ≡ spec-off with ngram, "
+      "models/tiny-draft and this MTP module at depths 1, 3, 8 and batches 1, 8; `test_moe_full`, label slow: "
+      "depths 1, 2, 3, 5, 8 × batches 1, 3, 8).\n")
+
+    rsp = os.path.join(d, "routing_stats.json")
+    if os.path.exists(rsp):
+        rs = jload(rsp)
+        w("### Routing on the bundled workloads\n")
+        w("`.venv/bin/python scripts/train/moe_routing_stats.py` writes models/tiny-moe/routing_stats.json "
+          "(read by this card; meant for the C cost model too): every prompt of workloads/*.jsonl teacher-forced "
+          "through HF (f32), each token's top-%d experts per layer by HF's rule. Share = the layer's share of "
+          "expert slots that went to an expert (uniform routing: 1/%d = %.4f).\n" % (k, E, 1 / E))
+        w("| workload | tokens | %s |" % " | ".join("layer %d max / min share" % l["layer"]
+                                                 for l in next(iter(rs["workloads"].values()))["layers"]))
+        w("|---|---|%s" % ("---|" * len(rs["sparse_layers"])))
+        for wl, v in rs["workloads"].items():
+            w("| %s | %s | %s |" % (wl, f"{v['tokens']:,}", " | ".join(
+                "%.3f / %.3f" % (l["max_share"], l["min_share"]) for l in v["layers"])))
+        w("")
+        ns = [1, 2, 3, 4, 6, 8, 12, 16]
+        w("Distinct experts touched by n consecutive tokens of one prompt (every window of n tokens counts once; "
+          "the mean over the %d layers), i.e. how many experts' weights a verify step of n rows of one sequence "
+          "reads per layer, against independent tokens routed uniformly (E·(1 − (1 − k/E)^n): an expert is in a "
+          "uniformly random k-subset with probability C(E−1, k−1)/C(E, k) = k/E) and independent tokens with each "
+          "layer's measured shares (Σ_e 1 − (1 − k·share_e)^n, mean over layers); routing_stats.json has n = 1..16 "
+          "per layer:\n" % len(rs["sparse_layers"]))
+        w("| n | %s |" % " | ".join(str(n) for n in ns))
+        w("|---|%s" % ("---|" * len(ns)))
+        w("| uniform | %s |" % " | ".join("%.2f" % rs["uniform"][n - 1] for n in ns))
+        for wl, v in rs["workloads"].items():
+            ind = [sum(l["independent"][n - 1] for l in v["layers"]) / len(v["layers"]) for n in ns]
+            w("| %s, independent | %s |" % (wl, " | ".join("%.2f" % x for x in ind)))
+            w("| **%s, measured** | %s |" % (wl, " | ".join("%.2f" % v["distinct_mean"][n - 1] for n in ns)))
+        w("")
+        lay = [l for v in rs["workloads"].values() for l in v["layers"]]
+        aux = last_match("moe", r"step \d+/")
+        w("What the router learned: each layer leaves %d–%d of its %d experts under 1%% of the slots (`cold`), "
+          "and %.0f–%.0f%% of a layer's tokens take their %d experts from %d distinct classes e mod %d "
+          "(`distinct_mod_k`; a uniformly random %d-subset does so for %.0f%%): the upcycled model kept the dense "
+          "MLP's split into quarters and learned mostly which copy of each quarter a token uses, with a few "
+          "copies chosen by nearly every token (max share ≈ 1/%d). HF's load-balancing loss cannot see this: "
+          "transformers' load_balancing_loss_func concatenates all layers' router logits before it measures "
+          "the load (QwenLM/Qwen3 issue 1418), so the load pooled over layers looked balanced (aux %s at the "
+          "last step, %d = balanced) while each layer's was not. The curves above are those of this concentrated "
+          "router: %.1f–%.1f of %d experts for 16 consecutive tokens, against %.1f for uniform routing, and the "
+          "measured curve lies below the independent one (neighbouring tokens share experts)." % (
+              min(l["cold"] for l in lay), max(l["cold"] for l in lay), E,
+              100 * min(l["distinct_mod_k"] for l in lay), 100 * max(l["distinct_mod_k"] for l in lay), k, k, k, k,
+              100 * (E // k) ** k / math.comb(E, k), k,
+              re.search(r"aux ([0-9.]+)", aux).group(1) if aux else "?", k,
+              min(v["distinct_mean"][15] for v in rs["workloads"].values()),
+              max(v["distinct_mean"][15] for v in rs["workloads"].values()), E, rs["uniform"][15]))
+        tried = [n for n in MOE_TRIED if os.path.exists(os.path.join(tc.WORK, n + "_eval.json"))
+                 and os.path.exists(os.path.join(tc.WORK, n + "_routing.json"))]
+        if tried:
+            w("")
+            w("Tried (not adopted): the same run with the loss per layer (`train_target.py --aux-per-layer`: HF's "
+              "function on each layer's router logits alone, averaged over the layers, the Switch Transformer's "
+              "definition), seed 12, routing measured as above (`moe_routing_stats.py --model ../scratch/tiny/NAME "
+              "--out ../scratch/tiny/NAME_routing.json`):\n")
+            w("| run | balancing loss | steps | val loss code / prose | cold experts per layer | tokens with experts "
+              "of %d distinct classes | distinct experts, n = 1 / 2 / 4 / 8 / 16 (code; prose) | wall time |" % k)
+            w("|---|---|---|---|---|---|---|---|")
+            runs = [("moe (bundled)", "pooled (HF), %g" % cfg["router_aux_loss_coef"], rec, rs, "moe")]
+            for n in tried:
+                ncfg = jload(os.path.join(tc.WORK, n, "config.json"))
+                runs.append(("`--name %s`" % n, "per layer, %g" % ncfg["router_aux_loss_coef"],
+                             jload(os.path.join(tc.WORK, n + "_eval.json")),
+                             jload(os.path.join(tc.WORK, n + "_routing.json")), n))
+            for label, loss, pe, pr, n in runs:
+                pls = [l for v in pr["workloads"].values() for l in v["layers"]]
+                sp = log_span(n)
+                w("| %s | %s | %d | %.3f / %.3f | %d–%d | %.0f–%.0f%% | %s | %s |" % (
+                    label, loss, pe["steps"], pe["val_loss"]["code"], pe["val_loss"]["prose"],
+                    min(l["cold"] for l in pls), max(l["cold"] for l in pls),
+                    100 * min(l["distinct_mod_k"] for l in pls), 100 * max(l["distinct_mod_k"] for l in pls),
+                    "; ".join(" / ".join("%.2f" % v["distinct_mean"][m - 1] for m in (1, 2, 4, 8, 16))
+                              for wl, v in pr["workloads"].items() if wl in tc.DOMAINS),
+                    "%.0f min" % sp[2] if sp else "?"))
+            w("")
+            w(MOE_TRIED_NOTE)
+        w("")
+
+
+def splice_moe(card, section, row):
+    """The committed card with the MoE section and its table row replaced
+    (or added: the row after the last table row of the top table, the
+    section before "## Training machine")."""
+    tail = card[len(card.rstrip("\n")):] or "\n"  # the committed card's own ending
+    lines = card.rstrip("\n").split("\n")
+    lines = [l for l in lines if not l.startswith(MOE_ROW)]
+    last_row = max(i for i, l in enumerate(lines[:20]) if l.startswith("| tiny"))
+    lines.insert(last_row + 1, row)
+    if MOE_HEAD in lines:
+        i = lines.index(MOE_HEAD)
+        j = next((n for n in range(i + 1, len(lines)) if lines[n].startswith("## ")), len(lines))
+        del lines[i:j]
+    else:
+        i = lines.index("## Training machine")
+    return "\n".join(lines[:i] + section.rstrip("\n").split("\n") + [""] + lines[i:]) + tail
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--moe-only", action="store_true", help="rewrite only the tiny-moe section and table row")
+    args = ap.parse_args()
+    if args.moe_only:
+        with open(os.path.join(M, "README.md"), encoding="utf-8") as f:
+            card = f.read()
+        sec = []
+        moe_section(sec.append)
+        with open(os.path.join(M, "README.md"), "w", encoding="utf-8") as f:
+            f.write(splice_moe(card, "\n".join(sec), moe_row()))
+        print("wrote the tiny-moe section of models/README.md")
+        return
     man = jload(os.path.join(tc.CORPUS, "manifest.json"))
     tep = os.path.join(tc.WORK, "target_eval.json")
     te = jload(tep) if os.path.exists(tep) else None
@@ -240,6 +528,9 @@ def main():
       % size_mb(os.path.join(M, "tiny-dspark", "model.safetensors")))
     w("| tiny-draft/ | draft model: `Qwen3ForCausalLM`, %s layers, same tokenizer | bf16 safetensors (%.1f MB) |\n"
       % (rcfg["num_hidden_layers"] if rcfg else "?", size_mb(os.path.join(M, "tiny-draft", "model.safetensors"))))
+    if os.path.exists(os.path.join(M, "tiny-moe", "config.json")):
+        L[-1] = L[-1].rstrip("\n")
+        w(moe_row() + "\n")
     w("Reproduce everything (not part of CI; about three and a half hours on 2 cores: the target's stage 1 "
       "60 min on a loaded machine, stages 2–4 64 min, MTP 12, the 3-layer DSpark's two stages 56 (4 Dec retrain on taps 0 1 2, loaded machine), the draft "
       "model 7, goldens and evaluation 2; the wall times below): `scripts/train/train_tiny.sh`.\n")
@@ -521,6 +812,10 @@ def main():
                                             cp["copy"][d]["target_next_token"]))
         w("")
 
+    if os.path.exists(os.path.join(tc.WORK, "moe_eval.json")):
+        moe_section(w)
+    elif MOE_HEAD in prev_card:
+        w(kept_block(prev_card, MOE_HEAD, ("## ",)))
     w("## Training machine\n")
     w("%s, 2 cores shared with other build/test jobs (throughput varied with their load), no GPU; "
       "torch %s (CPU), transformers %s, OMP_WAIT_POLICY=PASSIVE, 2 threads.\n" % (

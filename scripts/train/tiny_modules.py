@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
 
 
 def rope(x, cos, sin):
@@ -77,13 +78,28 @@ class Attn(nn.Module):
         return self.o_proj(o.transpose(1, 2).reshape(B, L, self.h * self.d)), k, v
 
 
-class Block(nn.Module):
-    """Qwen3 decoder block; attribute names = HF's (self_attn, mlp, input_layernorm, post_attention_layernorm)."""
+class SparseMLP(Qwen3MoeSparseMoeBlock):
+    """HF's Qwen3-MoE sparse block (same names: gate, experts.E.*; same
+    routing) returning only its output, so a Block can hold it as its mlp."""
 
-    def __init__(self, cfg):
+    def forward(self, x):
+        return super().forward(x)[0]
+
+
+def layer_is_sparse(cfg, layer):
+    """HF Qwen3MoeDecoderLayer's rule (a dense config has no experts)."""
+    return bool(getattr(cfg, "num_experts", 0)) and layer not in (cfg.mlp_only_layers or []) and \
+        (layer + 1) % cfg.decoder_sparse_step == 0
+
+
+class Block(nn.Module):
+    """Qwen3 decoder block; attribute names = HF's (self_attn, mlp, input_layernorm, post_attention_layernorm).
+    sparse: the MLP is a Qwen3-MoE sparse block (a Qwen3-MoE target's layer)."""
+
+    def __init__(self, cfg, sparse=False):
         super().__init__()
         self.self_attn = Attn(cfg)
-        self.mlp = Qwen3MLP(cfg)
+        self.mlp = SparseMLP(cfg) if sparse else Qwen3MLP(cfg)
         self.input_layernorm = Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
         self.post_attention_layernorm = Qwen3RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
 
@@ -315,7 +331,7 @@ class DSpark(nn.Module):
 
 
 class Stack(nn.Module):
-    """A Qwen3ForCausalLM's weights run through Block (for chained drafting
+    """A Qwen3ForCausalLM's (or Qwen3MoeForCausalLM's) weights run through Block (for chained drafting
     with explicit per-anchor K/V). Names follow HF: model.embed_tokens,
     model.layers.N, model.norm, lm_head (tied or not)."""
 
@@ -323,7 +339,7 @@ class Stack(nn.Module):
         super().__init__()
         cfg = hf_model.config
         self.hf = hf_model
-        self.layers = nn.ModuleList([Block(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.layers = nn.ModuleList([Block(cfg, layer_is_sparse(cfg, i)) for i in range(cfg.num_hidden_layers)])
         for i, l in enumerate(self.layers):
             l.load_state_dict(hf_model.model.layers[i].state_dict())
         self.rot = Rotary(cfg)

@@ -13,11 +13,17 @@ Must not: change any target tensor (they are re-written bit-identically).
 Loss per row i (predicting t_{i+2}): 0.3 * CE(data) + 0.7 * CE(target's
 distribution for t_{i+2}), i.e. mostly distillation, because greedy
 acceptance asks the module to agree with the target, not with the corpus.
-The block is initialised from the target's last decoder layer. A share
+The block is initialised from the target's last decoder layer; its MLP stays
+dense (DeepSeek-V3's MTP block is a decoder layer of the target's kind, but
+the engine and HF need only the names), so on a Qwen3-MoE target
+(models/tiny-moe) the block's MLP starts as the last layer's experts merged
+back into one dense MLP (dense_from_experts, the inverse of
+train_target.upcycle_moe). A share
 --copy-frac of the rows are copy rows (tiny_copy.py), as in the target's
 stage 2, so the module learns to follow the target's copies.
 
 Usage: train_mtp.py [--steps N] [--batch B] [--seq T] [--lr LR] [--seed S] [--copy-frac F]
+                    [--target DIR] [--name NAME]   (log WORK/NAME.log, checkpoint WORK/NAME.ckpt)
 """
 import argparse
 import json
@@ -50,6 +56,43 @@ def mtp_loss(mtp, target, x):
     return 0.3 * ce + 0.7 * soft, ce, agree
 
 
+def dense_from_experts(moe_mlp, cfg):
+    """{gate,up,down}_proj weights of one dense MLP of cfg.intermediate_size =
+    k x moe_intermediate_size neurons from a Qwen3-MoE sparse block: quarter
+    q (neurons q*I..(q+1)*I-1) is the mean of the experts e with e mod k = q
+    (gate/up rows; down columns divided by k). On an upcycled block
+    (train_target.upcycle_moe) whose experts have not moved, this is the
+    dense MLP it came from, up to the noise; on any block it is a dense MLP
+    of the right shape whose output is the experts' average contribution."""
+    k, I = cfg.num_experts_per_tok, cfg.moe_intermediate_size
+    if k * I != cfg.intermediate_size or cfg.num_experts % k:
+        tc.die("MoE target: intermediate_size %d != num_experts_per_tok %d x moe_intermediate_size %d (or k does "
+               "not divide %d experts): no dense MLP for the MTP block to start from" % (
+                   cfg.intermediate_size, k, I, cfg.num_experts))
+    ex = moe_mlp.experts
+    out = {}
+    for name, rows in (("gate_proj", True), ("up_proj", True), ("down_proj", False)):
+        parts = []
+        for q in range(k):
+            w = torch.stack([getattr(ex[e], name).weight for e in range(q, cfg.num_experts, k)]).mean(0)
+            parts.append(w if rows else w / k)
+        out["mlp.%s.weight" % name] = torch.cat(parts, 0 if rows else 1)
+    return out
+
+
+def init_block(mtp, target):
+    """The MTP block from the target's last decoder layer (its MLP merged to
+    a dense one when that layer is sparse)."""
+    cfg = target.config
+    last = target.model.layers[cfg.num_hidden_layers - 1]
+    sd = {n: v for n, v in last.state_dict().items() if not n.startswith("mlp.")}
+    if getattr(cfg, "model_type", "") == "qwen3_moe" and hasattr(last.mlp, "experts"):
+        sd.update(dense_from_experts(last.mlp, cfg))
+    else:
+        sd.update({n: v for n, v in last.state_dict().items() if n.startswith("mlp.")})
+    mtp.block.load_state_dict(sd)
+
+
 def write_mtp(mtp, target_dir, n_layers):
     path = os.path.join(target_dir, "model.safetensors")
     sd = load_file(path)
@@ -77,26 +120,28 @@ def main():
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--copy-frac", type=float, default=0.25)
     ap.add_argument("--target", default=os.path.join(tc.MODELS, "tiny"))
+    ap.add_argument("--name", default="mtp", help="log WORK/NAME.log, checkpoint WORK/NAME.ckpt")
     tiny_copy.add_args(ap)
     tc.add_precision_arg(ap)
     args = ap.parse_args()
 
     tc.setup_torch(args.seed)
-    logf = open(os.path.join(tc.WORK, "mtp.log"), "a")
+    logf = open(os.path.join(tc.WORK, args.name + ".log"), "a")
     target = tc.load_target(args.target)
     cfg = target.config
     mtp = tm.MTP(cfg)
-    mtp.block.load_state_dict(target.model.layers[cfg.num_hidden_layers - 1].state_dict())
+    init_block(mtp, target)
     mtp.head_norm.load_state_dict(target.model.norm.state_dict())
     params = [p for n, p in mtp.named_parameters()]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    ckpt = os.path.join(tc.WORK, "mtp.ckpt")
+    ckpt = os.path.join(tc.WORK, args.name + ".ckpt")
     step, extra = tc.load_ckpt(ckpt, {"mtp": mtp}, opt)
     batcher = tiny_copy.mixed(tc.Batcher("train", args.seq, args.batch, seed=args.seed), args.copy_frac, args.seed,
                               split_cue=args.copy_split_cue)
     for _ in range(step):
         batcher.next()
-    tc.log("mtp: %.2fM params, %d steps (from %d)" % (sum(p.numel() for p in params) / 1e6, args.steps, step), logf)
+    tc.log("%s: %.2fM params, %d steps (from %d), target %s" % (
+        args.name, sum(p.numel() for p in params) / 1e6, args.steps, step, args.target), logf)
     t0, n0 = time.time(), step
     while step < args.steps:
         lr = tc.lr_at(step, args.steps, args.lr, args.warmup)

@@ -7,7 +7,9 @@
 # models/README.md. Must not: be run by tests.
 #
 # Steps: corpus, tokenizer, workloads, target, copy, joint, anneal, mtp, dspark, goldens, draft, eval,
-# card (models/README.md).
+# card (models/README.md). Opt-in (never run by default; `--only STEP`, or `--from moe` for all
+# three): moe (the MoE lab target models/tiny-moe, upcycled from models/tiny), moe_mtp (its MTP
+# module), moe_eval (its routing statistics, forward goldens, drafter acceptance and card section).
 # The target has four stages: target (stage 1, scratch/tiny/stage1, no copy rows); copy
 # (stage 2, scratch/tiny/stage2: copy rows mixed in, tiny_copy.py, with the recall plants
 # tokenized apart from their intro, --copy-split-cue, as stage 2 was first trained); joint
@@ -32,6 +34,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 STEPS=(corpus tokenizer workloads target copy joint anneal mtp dspark goldens draft eval card)
+MOE_STEPS=(moe moe_mtp moe_eval)
 FROM=corpus ONLY= RESUME=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -105,11 +108,30 @@ run_step() {
                 "$PY" eval_drafters.py --copy 100,400 --out "$WORK/eval_copy.json") ;;
     goldens)   (cd scripts/goldens && "$PY" make_drafter_goldens.py && "$PY" make_drafter_fixture.py --bundled-chain) ;;
     card)      (cd scripts/train && "$PY" tiny_model_card.py) ;;
+    # moe: the dense target's last-stage recipe (anneal's data, LR and schedule) on the
+    # sparse-upcycled target (train_target.upcycle_moe) plus HF's load-balancing loss;
+    # 500 steps were what about 35 minutes of a loaded 2-core machine held (models/README.md).
+    moe)       (cd scripts/train && "$PY" train_target.py --moe --precision "$PRECISION" --init ../../models/tiny \
+                 --copy-frac 0.5 --max-back 900 --copy-mix 0.4,0.1,0.15,0.25,0.1 \
+                 --seq 1024 --batch 4 --steps 500 --lr 2e-4 --warmup 20 --seed 12 --name moe --out ../../models/tiny-moe) &&
+               cp models/tiny/tokenizer.json models/tiny/tokenizer_config.json models/tiny-moe/ ;;
+    moe_mtp)   (cd scripts/train && "$PY" train_mtp.py --precision "$PRECISION" --target ../../models/tiny-moe --name moe_mtp \
+                 --steps 500 --seed 2) ;;
+    moe_eval)  (cd scripts/train && "$PY" moe_routing_stats.py --model ../../models/tiny-moe &&
+                "$PY" ../goldens/make_forward_goldens.py --model ../../models/tiny-moe --out ../../tests/golden/forward/tiny-moe \
+                  --boundary-only --greedy 48 &&
+                "$PY" eval_drafters.py --target ../../models/tiny-moe --drafters mtp,draft --prompts 8 --gen 128 \
+                  --out "$WORK/eval_moe.json" &&
+                "$PY" tiny_model_card.py --moe-only) ;;
   esac
 }
 
+# The MoE steps run only when named (--only, or --from one of them: the rest of MOE_STEPS).
+ALL=("${STEPS[@]}")
+case " ${MOE_STEPS[*]} " in *" ${ONLY:-$FROM} "*) ALL=("${MOE_STEPS[@]}") ;; esac
+case " ${ALL[*]} " in *" ${ONLY:-$FROM} "*) ;; *) echo "train_tiny.sh: no step ${ONLY:-$FROM}" >&2; exit 2 ;; esac
 started=0
-for s in "${STEPS[@]}"; do
+for s in "${ALL[@]}"; do
   if [ -n "$ONLY" ]; then
     [ "$s" = "$ONLY" ] && run_step "$s"
     continue
