@@ -20,13 +20,15 @@
 # present: ngram, draft, mtp, dspark), DEPTHS (0,1,2,3,5,7), CONCURRENCY (1,4),
 # REPEATS (5), BUDGET (seconds for the greedy sweep, 430), MAX_TOKENS (96),
 # NUM_PROMPTS (default 4 x concurrency, at least 8), CANARY_S (2),
-# ORDER_SEED (1), SAMPLED (1; 0 skips the sampled arm), OUT (results/quickstart).
+# ORDER_SEED (1), SAMPLED (1; 0 skips the sampled arm), OUT (results/quickstart),
+# MODEL (models/tiny; e.g. models/tiny-moe with DRAFTERS=ngram,draft,mtp: the
+# bundled DSpark drafter reads the dense target's taps).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 T_START=$(date +%s)
 "$ROOT/scripts/build.sh"
 BIN="${BUILD_DIR:-$ROOT/build}/specbed"
-MODEL="$ROOT/models/tiny"
+MODEL="${MODEL:-$ROOT/models/tiny}"
 if [ ! -f "$MODEL/config.json" ]; then
   # Until the bundled model lands, the random test fixture stands in.
   MODEL="$ROOT/tests/fixtures/qwen3-tied"
@@ -68,7 +70,8 @@ cd "$ROOT"
 LAUNCH="$BIN serve --model $MODEL --drafter {drafter} {drafter_args} --depth {depth} --port {port}"
 # Speculation off (depth 0): sweep derives it from LAUNCH by dropping the
 # drafter and depth flags (serve refuses --depth 0); it prints the command.
-PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 256 --reps 9"
+# real text (code): an MoE verify step reads the experts its rows route to (profile refuses hashed ids there)
+PROFILE="$BIN profile --model $MODEL --drafter {drafter} {drafter_args} --out {out} --max-rows 256 --reps 9 --text code"
 NP=()
 [ -n "${NUM_PROMPTS:-}" ] && NP=(--num-prompts "$NUM_PROMPTS")
 echo "quickstart: load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
