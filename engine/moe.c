@@ -297,12 +297,11 @@ void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, fl
 
     s->count.calls++;
     s->count.rows += n;
-    for (int e = 0; e < E; e++) s->count.distinct += s->start[e + 1] > s->start[e];
-
     memset(y, 0, (size_t)n * (size_t)H * sizeof(float));
     for (int e = 0; e < E; e++) {
         const int b = s->start[e], m = s->start[e + 1] - b;
         if (m == 0) continue;
+        s->count.distinct++;   /* an expert whose weights this step reads */
         for (int i = 0; i < m; i++)
             memcpy(s->xg + (size_t)i * H, x + (size_t)s->order[b + i] * H, (size_t)H * sizeof(float));
         float *ys[] = {s->hg, s->hu};
@@ -320,6 +319,13 @@ void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, fl
             }
         }
     }
+}
+
+size_t moe_expert_bytes(const moe_weights *w) {
+    const kb_weight *x[3] = {&w->gate[0], &w->up[0], &w->down[0]};
+    size_t b = 0;
+    for (int i = 0; i < 3; i++) b += (size_t)x[i]->rows * x[i]->cols * kb_dtype_size(x[i]->dt);
+    return b;
 }
 
 void moe_route_take(moe_scratch *s, moe_route_count *out) {

@@ -43,6 +43,9 @@ typedef struct moe_weights {
 int  moe_weights_bind(moe_weights **out, const st_model *st, const char *prefix, const model_config *c,
                       char *err, size_t errlen);
 void moe_weights_free(moe_weights *w);
+/* One expert's gate + up + down in bytes (every expert has the same shape):
+ * what a step pays per distinct expert it reads. */
+size_t moe_expert_bytes(const moe_weights *w);
 
 /* Every tensor under "model.layers.L.mlp." (L < n_layers) must be one that
  * layer's kind reads: a sparse layer's router and experts in one layout, a

@@ -231,14 +231,16 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
             for (int B = 1; B <= max_rows && nq[c] < COST_SEQ_POINTS; B = B < 8 ? B + 1 : B + B / 2) {
                 if (B < ns) continue;
                 qr[c][nq[c]] = B;
+                /* one sequence's B consecutive rows (a verify step at batch
+                 * 1, the seeds' regime), counted in the first pass: every
+                 * run of a point routes alike */
+                const int count = moe && ns == 1 && pass == 0;
                 moe_route_count rc0;
-                fwd_route_take(e->fwd, &rc0);   /* from here on: this point's runs */
+                if (count) fwd_route_take(e->fwd, &rc0);   /* from here on: this point's runs */
                 if (time_step(e, seqs, ns, B, toks, seg, history, reps, lrows, logits, spans, times,
                               &qs_p[pass][c][nq[c]], err, errlen))
                     goto out;
-                /* one sequence's B consecutive rows (a verify step at batch
-                 * 1, the seeds' regime); every run of a point routes alike */
-                if (ns == 1 && pass == 0 && !fwd_route_take(e->fwd, &rc0) && rc0.calls) {
+                if (count && !fwd_route_take(e->fwd, &rc0) && rc0.calls) {
                     mr[nm] = B;
                     md[nm++] = (double)rc0.distinct / (double)rc0.calls;
                 }
@@ -282,13 +284,8 @@ int cost_profile(cost_curve *t, gen_engine *e, drafter *d, int max_rows, int his
         t->moe_experts = c->n_experts;
         t->moe_top_k = c->n_experts_per_tok;
         for (int l = 0; l < c->n_layers; l++) t->moe_sparse_layers += e->m->layers[l].moe != NULL;
-        for (int l = 0; l < c->n_layers; l++)
-            if (e->m->layers[l].moe) {
-                const moe_weights *w = e->m->layers[l].moe;
-                const kb_weight *x[3] = {&w->gate[0], &w->up[0], &w->down[0]};
-                for (int i = 0; i < 3; i++) t->moe_expert_bytes += (double)x[i]->rows * x[i]->cols * kb_dtype_size(x[i]->dt);
-                break;
-            }
+        for (int l = 0; l < c->n_layers && !t->moe_expert_bytes; l++)
+            if (e->m->layers[l].moe) t->moe_expert_bytes = (double)moe_expert_bytes(e->m->layers[l].moe);
         memcpy(t->moe_rows, mr, sizeof(double) * (size_t)nm);
         memcpy(t->moe_distinct, md, sizeof(double) * (size_t)nm);
         t->n_moe = nm;

@@ -113,7 +113,7 @@ static weight_split weights_of(const model *m) {
         for (int i = 0; i < 7; i++) ws.shared += weight_size(d[i]);
         if (w->moe) {
             ws.shared += weight_size(&w->moe->router);
-            ws.expert = weight_size(&w->moe->gate[0]) + weight_size(&w->moe->up[0]) + weight_size(&w->moe->down[0]);
+            ws.expert = moe_expert_bytes(w->moe);
             ws.top_k = w->moe->top_k;
             ws.sparse++;
         }
@@ -208,7 +208,8 @@ int main(int argc, char **argv) {
     if (job.rank > 0) return tp_job_worker(&job, "bench_engine", eo);
     eo.comm = job.comm;
     if (gen_engine_create(&e, &eo, err, sizeof err)) { fprintf(stderr, "bench_engine: %s\n", err); return 1; }
-    const int sparse = weights_of(e->m).sparse > 0;
+    const weight_split wsp = weights_of(e->m);
+    const int sparse = wsp.sparse > 0;
     if (sparse && !text) {
         fprintf(stderr, "bench_engine: %s is a mixture of experts: a step's cost follows the experts its rows route "
                 "to, and hashed token ids route as no text does; give --text WORKLOAD (e.g. code) to measure on "
@@ -337,7 +338,7 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
-    if (sparse) moe_tables(csv, batches, n_batches, max_r, experts, weights_of(e->m));
+    if (sparse) moe_tables(csv, batches, n_batches, max_r, experts, wsp);
     /* Batched decode: one row for each of B sequences (ctx history each). */
     const int dbatches[2] = {16, 64};
     double batch_tps[2] = {0, 0};
@@ -360,7 +361,6 @@ int main(int argc, char **argv) {
     }
     const int on_gpu = !strcmp(kb_device(), "cuda");
     double gbs = on_gpu ? device_copy_gbs() : stream_copy_gbs();
-    const weight_split wsp = weights_of(e->m);
     const size_t wb = wsp.shared + (size_t)wsp.sparse * wsp.top_k * wsp.expert;
     double roof = gbs > 0 ? gbs * 1e9 / (double)wb : 0;
     printf("\nsingle-stream decode: %.1f tokens/s\n", decode_tps);
