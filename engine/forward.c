@@ -20,6 +20,7 @@
 #include "tp_link.h"
 #include "vocab_par.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,15 @@ struct fwd_ctx {
     float *tapbuf;
     int tap_cap;
     float **tap_dst;   /* [R] the rows' destinations (kb_scatter_rows) */
+    /* Under a device backend: the forward's indices in a step buffer
+     * (tokens, positions, n_ctx, KV slots, page lists, tap slots; layout in
+     * dev_fill), the logits on the device, and the key a recording of the
+     * forward is kept under (backend.h kb_graph_begin). */
+    kb_stepbuf *sb;
+    int sb_pages;        /* the longest page list sb was made for */
+    float *ldev;         /* [R, vocab] */
+    long long *key;
+    size_t key_cap;
     /* tensor parallelism (tp.c); NULL/unused with one process */
     kb_comm *comm;
     tp_link *link;
@@ -117,7 +127,9 @@ void fwd_free(fwd_ctx *f) {
     tp_link_free(f->link);   /* the leader's tells the other ranks to stop */
     free(f->lpart); free(f->lall);
     layer_scratch_free(f->ls);
-    kb_free(f->x); kb_free(f->xb); kb_free(f->xl); kb_free(f->tapbuf);
+    kb_free(f->x); kb_free(f->xb); kb_free(f->xl); kb_free(f->tapbuf); kb_free(f->ldev);
+    kb_stepbuf_free(f->sb);
+    free(f->key);
     free(f->pos); free(f->seq); free(f->tok); free(f->tap_dst);
     free(f);
 }
@@ -187,15 +199,113 @@ static int check_batch(const fwd_ctx *f, const kv_cache *kv, const fwd_batch *b,
 
 /* Copies rows x[n, H] into the taps asked for under id `tap`: into
  * o->taps, or under a device backend into f->tapbuf (the same layout),
- * which fwd_run copies out once at the end. */
-static void copy_taps(fwd_ctx *f, const fwd_out *o, int tap, const float *x, int n, int H) {
+ * which fwd_run copies out once at the end. tapslot (a step buffer's
+ * i·n_taps, or NULL): row i's slot in units of H floats from tap t's
+ * column, so the copy reads no host pointers. */
+static void copy_taps(fwd_ctx *f, const fwd_out *o, int tap, const float *x, int n, int H, const int *tapslot) {
     if (!o) return;
     float *base = f->tapbuf ? f->tapbuf : o->taps;
     for (int t = 0; t < o->n_taps; t++)
         if (o->tap_layers[t] == tap) {
+            if (tapslot) {
+                kb_store_rows(base + (size_t)t * H, x, NULL, NULL, tapslot, n, H);
+                continue;
+            }
             for (int i = 0; i < n; i++) f->tap_dst[i] = base + ((size_t)i * o->n_taps + t) * H;
             kb_scatter_rows(f->tap_dst, x, n, H);
         }
+}
+
+/* ---- a forward with its indices on the device (backend.h "a step the host
+ * does not rebuild") ----------------------------------------------------------
+ * Under a device backend the host writes a forward's indices into the step
+ * buffer, pushes it, and the forward's calls read only device memory:
+ * issued once under a key and recorded, the same forward then replays as
+ * one graph, the host issuing none of its ~300 calls. The key holds what
+ * the calls' arguments depend on: the context, cache and buffers, the row
+ * count, the rows whose logits and taps are wanted, and the attention
+ * bound. Not with tensor parallelism (the collectives read host memory) or
+ * fault injection (host writes, host-computed windows). */
+
+/* Step-buffer layout, in ints (R = max_rows): */
+enum { SB_TOK, SB_POS, SB_NCTX, SB_SLOT, SB_POFF, SB_TAPSLOT, SB_PAGES };
+
+static int dev_ready(fwd_ctx *f, const kv_cache *kv, const fwd_out *o) {
+    if (!strcmp(kb_device(), "cpu") || f->comm || (o && (o->corrupt_rows || o->attn_window > 0))) return 0;
+    const kv_config *kc = kv_get_config(kv);
+    if ((long long)kc->n_pages * kc->page_size > 0x7fffffffLL) return 0;   /* slots are ints */
+    const int pages = kv_max_pages(kv);
+    if (!f->sb || f->sb_pages < pages) {
+        kb_stepbuf_free(f->sb);
+        f->sb = kb_stepbuf_create(((size_t)SB_PAGES + (size_t)pages) * (size_t)f->max_rows * sizeof(int));
+        f->sb_pages = f->sb ? pages : 0;
+        if (!f->sb) return 0;   /* the ordinary calls still run */
+    }
+    if (!f->ldev && !(f->ldev = kb_alloc((size_t)f->max_rows * (size_t)f->m->cfg.vocab_size * sizeof(float))))
+        return 0;
+    return 1;
+}
+
+/* The contexts' bound rounded up (to 4096 at least, then powers of two),
+ * so that a growing context needs few recordings. */
+static int ctx_bound(int need) {
+    int b = 4096;
+    while (b < need && b < (1 << 30)) b *= 2;
+    return b;
+}
+
+/* Fills the step buffer for the batch's rows (f->tok, f->pos): tokens, positions, n_ctx, slots, the
+ * spans' page lists and tap slots; returns the bytes to push. */
+static size_t dev_fill(fwd_ctx *f, const kv_cache *kv, const fwd_batch *b, const fwd_out *o, layer_dev_idx *di) {
+    const int R = f->max_rows, ps = kv_get_config(kv)->page_size;
+    int *h = kb_stepbuf_host(f->sb);
+    int n_cat = 0, r = 0;
+    for (int s = 0; s < b->n_spans; s++) {
+        const fwd_span *sp = &b->spans[s];
+        if (sp->n <= 0) continue;
+        const int end = f->pos[r] + sp->n, np = (end + ps - 1) / ps;
+        memcpy(h + (size_t)SB_PAGES * R + n_cat, kv_pages(kv, sp->seq), (size_t)np * sizeof(int));
+        for (int i = 0; i < sp->n; i++, r++) {
+            h[SB_TOK * R + r] = f->tok[r];
+            h[SB_POS * R + r] = f->pos[r];
+            h[SB_NCTX * R + r] = f->pos[r] + 1;
+            h[SB_SLOT * R + r] = kv_slot(kv, sp->seq, f->pos[r]);
+            h[SB_POFF * R + r] = n_cat;
+            h[SB_TAPSLOT * R + r] = o ? r * o->n_taps : 0;
+        }
+        n_cat += np;
+    }
+    const int *d = kb_stepbuf_dev(f->sb);
+    di->slot = d + (size_t)SB_SLOT * R;
+    di->page_cat = d + (size_t)SB_PAGES * R;
+    di->page_off = d + (size_t)SB_POFF * R;
+    di->n_cat = n_cat;
+    return ((size_t)SB_PAGES * R + (size_t)n_cat) * sizeof(int);
+}
+
+/* The recording's key (see above); its length in bytes, 0 when out of memory. */
+static size_t dev_key(fwd_ctx *f, const kv_cache *kv, const fwd_out *o, int n, int max_ctx) {
+    const int nl = o ? o->n_logit_rows : 0, nt = o ? o->n_taps : 0;
+    const size_t len = 9 + (size_t)nl + (size_t)nt;
+    if (len > f->key_cap) {
+        long long *k = realloc(f->key, len * sizeof *k);
+        if (!k) return 0;
+        f->key = k;
+        f->key_cap = len;
+    }
+    long long *k = f->key;
+    k[0] = (long long)(intptr_t)f;
+    k[1] = (long long)(intptr_t)kv;
+    k[2] = (long long)(intptr_t)kb_stepbuf_dev(f->sb);
+    k[3] = (long long)(intptr_t)f->tapbuf;
+    k[4] = n;
+    k[5] = max_ctx;
+    k[6] = nl;
+    k[7] = nt;
+    k[8] = o != NULL;
+    for (int i = 0; i < nl; i++) k[9 + i] = o->logit_rows[i];
+    for (int t = 0; t < nt; t++) k[9 + nl + t] = o->tap_layers[t];
+    return len * sizeof *k;
 }
 
 /* The device tap buffer for n_taps taps (cuda only; grown, never shrunk). */
@@ -208,6 +318,9 @@ static int reserve_taps(fwd_ctx *f, int n_taps) {
     f->tap_cap = n_taps;
     return 0;
 }
+
+static void issue_forward(fwd_ctx *f, kv_cache *kv, const fwd_out *o, const layer_rows *rw, const int *tok,
+                          const int *tapslot, float *logits);
 
 int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
             char *err, size_t errlen) {
@@ -262,16 +375,59 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
      * activations (kb_wait where it must), so under a device backend the
      * forward's kernels are queued one behind the other (backend.h); the
      * logits, in the caller's memory, are the one wait inside, and every
-     * output is in place when fwd_run returns. */
-    kb_async_begin();
-    kb_weight_rows(f->x, &m->embed, f->tok, n);
-
+     * output is in place when fwd_run returns. With the indices on the
+     * device (dev) the outputs come out after the region instead. */
+    const int dev = dev_ready(f, kv, o);
+    layer_dev_idx di;
     /* Causal: each row attends to its sequence up to its own position, which
      * includes the earlier rows of its own span. */
-    const layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL, .window = o ? o->attn_window : 0};
+    layer_rows rows = {.n = n, .seq = f->seq, .pos = f->pos, .n_ctx = NULL, .window = o ? o->attn_window : 0};
+    const int *tok = f->tok, *tapslot = NULL;
+    float *logits = o ? o->logits : NULL;
+    size_t push = 0, key_bytes = 0;
+    if (dev) {
+        push = dev_fill(f, kv, b, o, &di);
+        di.max_ctx = ctx_bound(need_ctx);
+        const int *d = kb_stepbuf_dev(f->sb);
+        const int R = f->max_rows;
+        tok = d + (size_t)SB_TOK * R;
+        rows.pos = d + (size_t)SB_POS * R;
+        rows.n_ctx = d + (size_t)SB_NCTX * R;
+        rows.dev = &di;
+        tapslot = d + (size_t)SB_TAPSLOT * R;
+        logits = f->ldev;
+        key_bytes = dev_key(f, kv, o, n, di.max_ctx);
+    }
+    kb_async_begin();
+    if (dev) kb_stepbuf_push(f->sb, push);
+    if (!(dev && key_bytes && kb_graph_begin(f->key, key_bytes))) {
+        issue_forward(f, kv, o, &rows, tok, tapslot, logits);
+    }
+    if (dev) kb_graph_end();
+    kb_async_end();
+    if (dev && o) {
+        if (o->final_hidden) kb_copy_to_host(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
+        if (o->n_taps > 0) kb_copy_to_host(o->taps, f->tapbuf, (size_t)n * o->n_taps * H * sizeof(float));
+        if (o->n_logit_rows > 0)
+            kb_copy_to_host(o->logits, f->ldev, (size_t)o->n_logit_rows * (size_t)c->vocab_size * sizeof(float));
+    }
+    return 0;
+}
+
+/* The forward's calls (fwd_run), in one async region: with rows->dev every
+ * index they read is in the step buffer and every output on the device
+ * (fwd_run copies them out), else they read the host's arrays and write
+ * the caller's buffers. */
+static void issue_forward(fwd_ctx *f, kv_cache *kv, const fwd_out *o, const layer_rows *rw, const int *tok,
+                          const int *tapslot, float *logits) {
+    const model *m = f->m;
+    const model_config *c = &m->cfg;
+    const int H = c->hidden_size, n = rw->n, dev = rw->dev != NULL;
+    const layer_rows rows = *rw;
+    kb_weight_rows(f->x, &m->embed, tok, n);
     for (int l = 0; l < c->n_layers; l++) {
         layer_forward(f->ls, &m->layers[l], kv, l, &rows, f->x);
-        copy_taps(f, o, l, f->x, n, H);
+        copy_taps(f, o, l, f->x, n, H, tapslot);
         /* Fault injection (serve --inject-fault): a transient buffer
          * overwriting part of a row's residual stream after layer 0, as the
          * SGLang/SM120 allocator hazard did. Later layers, the KV written by
@@ -285,13 +441,11 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     }
 
     kb_rmsnorm(f->xb, f->x, m->final_norm, n, H, c->rms_norm_eps);
-    if (o && o->final_hidden) kb_copy_to_host(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
-    copy_taps(f, o, FWD_TAP_FINAL_NORM, f->xb, n, H);
-    if (o && f->tapbuf && o->n_taps > 0)
+    if (!dev && o && o->final_hidden) kb_copy_to_host(o->final_hidden, f->xb, (size_t)n * H * sizeof(float));
+    copy_taps(f, o, FWD_TAP_FINAL_NORM, f->xb, n, H, tapslot);
+    if (!dev && o && f->tapbuf && o->n_taps > 0)
         kb_copy_to_host(o->taps, f->tapbuf, (size_t)n * o->n_taps * H * sizeof(float));
     if (o)
         vp_head_rows(f->comm, f->comm ? &m->lm_head_part : &m->lm_head, c->vocab_size, m->vocab_part, f->xb,
-                     o->logit_rows, o->n_logit_rows, H, f->xl, f->lpart, f->lall, o->logits);
-    kb_async_end();
-    return 0;
+                     o->logit_rows, o->n_logit_rows, H, f->xl, f->lpart, f->lall, logits);
 }

@@ -176,3 +176,13 @@ kb_kv_view kv_view(const kv_cache *kv, int layer, int seq) {
     };
     return v;
 }
+
+float *kv_pool_k(kv_cache *kv, int layer) { return kv->k + (size_t)layer * kv->layer_floats; }
+float *kv_pool_v(kv_cache *kv, int layer) { return kv->v + (size_t)layer * kv->layer_floats; }
+
+int kv_slot(const kv_cache *kv, int seq, int pos) {
+    return kv->seqs[seq].pages[pos / kv->cfg.page_size] * kv->cfg.page_size + pos % kv->cfg.page_size;
+}
+
+const int *kv_pages(const kv_cache *kv, int seq) { return kv->seqs[seq].pages; }
+int kv_max_pages(const kv_cache *kv) { return kv->max_pages_per_seq; }

@@ -38,5 +38,14 @@ float *kv_k_at(kv_cache *kv, int layer, int seq, int pos);
 float *kv_v_at(kv_cache *kv, int layer, int seq, int pos);
 /* View for kb_attention_row over seq's history in layer. */
 kb_kv_view kv_view(const kv_cache *kv, int layer, int seq);
+/* A step's indices into the pools (a forward that keeps its indices on the
+ * device, forward.c): layer's K and V pools, where (seq, pos) is slot
+ * kv_slot(kv, seq, pos) of every layer's pools, [n_kv_heads·head_dim]
+ * floats each; seq's page list (kv_pages, as many as its length needs). */
+float *kv_pool_k(kv_cache *kv, int layer);
+float *kv_pool_v(kv_cache *kv, int layer);
+int    kv_slot(const kv_cache *kv, int seq, int pos);
+const int *kv_pages(const kv_cache *kv, int seq);
+int    kv_max_pages(const kv_cache *kv);   /* a page list's longest */
 
 #endif

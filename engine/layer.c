@@ -173,6 +173,10 @@ static void store_kv(layer_scratch *s, const layer_weights *w, kv_cache *kv, int
     add_bias(s->v, w->bv, n, KV);
     if (w->k_norm) kb_rmsnorm(s->k, s->k, w->k_norm, n * c->n_kv_heads, c->head_dim, c->rms_norm_eps);
     rope(s, s->k, r, c->n_kv_heads);
+    if (r->dev) {   /* the slots are on the device: one store for K and V */
+        kb_store_rows(kv_pool_k(kv, l), s->k, kv_pool_v(kv, l), s->v, r->dev->slot, n, KV);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         s->kv_dst[i] = kv_k_at(kv, l, r->seq[i], r->pos[i]);
         s->kv_dst[n + i] = kv_v_at(kv, l, r->seq[i], r->pos[i]);
@@ -197,7 +201,7 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
     const float scale = (float)(1.0 / sqrt((double)hd));
     if (n <= 0) return;
     const int *nctx = r->n_ctx;
-    if (!nctx) {
+    if (!nctx && !r->dev) {
         for (int i = 0; i < n; i++) s->nctx[i] = r->pos[i] + 1;
         nctx = s->nctx;
     }
@@ -218,7 +222,11 @@ void layer_forward(layer_scratch *s, const layer_weights *w, kv_cache *kv, int l
      * for all of them (and parallelises over kv heads × row chunks); each
      * row's result is bit-identical to attending alone. All spans go in one
      * call (one launch under a device backend). */
-    if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
+    if (r->dev) {
+        const kb_kv_view pool = kv_view(kv, l, 0);   /* the pools and geometry; its page list is not read */
+        kb_attention_idx(s->att, s->q, &pool, r->dev->page_cat, r->dev->n_cat, r->dev->page_off, nctx, n,
+                         r->dev->max_ctx, nh, scale, s->scores, s->scores_floats);
+    } else if (r->window > 0) {   /* fault injection: each row alone, over a view that starts later */
         for (int i = 0; i < n; i++) {
             kb_kv_view view = kv_view(kv, l, r->seq[i]);
             int start = nctx[i] - r->window;

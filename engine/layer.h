@@ -42,6 +42,18 @@ void layer_scratch_set_comm(layer_scratch *s, struct kb_comm *comm);
 struct moe_route_count;
 int  layer_scratch_route_take(layer_scratch *s, struct moe_route_count *out);
 
+/* A forward's indices in a step buffer (backend.h kb_stepbuf; forward.c
+ * fills it): device memory that the kernels read and the host never does,
+ * so that the forward's calls repeat exactly from step to step and a
+ * recorded graph of them replays. */
+typedef struct {
+    const int *slot;       /* [n] each row's KV slot (kv_slot) */
+    const int *page_cat;   /* the rows' sequences' page lists end to end, n_cat entries */
+    const int *page_off;   /* [n] row i's list at page_cat + page_off[i] */
+    int n_cat;
+    int max_ctx;           /* ≥ every n_ctx: the attention scores' stride */
+} layer_dev_idx;
+
 typedef struct {
     int n;              /* rows, ≤ max_rows */
     const int *seq;     /* [n] kv sequence of each row */
@@ -49,6 +61,8 @@ typedef struct {
     const int *n_ctx;   /* [n] keys attended, positions 0..n_ctx-1; NULL = pos+1 */
     int window;         /* fault injection only (spec/fault.h window): keys more than `window`
                            positions back, rounded down to whole KV pages, are not attended; 0 = all */
+    const layer_dev_idx *dev;   /* NULL, or: pos and n_ctx (never NULL then) are step-buffer memory
+                                   too, seq is not read, window must be 0 */
 } layer_rows;
 
 /* x[n, H], the residual stream, in place:

@@ -85,7 +85,16 @@ void kb_wait(void);
  * graph_launches, graph_nodes (the kernels and copies they held), and
  * graph_instantiations (launches that could not update a cached graph of
  * the same shape in place: after warm-up a decode loop instantiates none). */
-typedef struct { long waits, graph_launches, graph_nodes, graph_instantiations; } kb_device_counts;
+/* graph_records / graph_replays: whole forwards recorded under a key and
+ * replayed without the host issuing their calls (kb_graph_begin, below).
+ * region_ns / wait_ns: wall time inside outermost async regions, and of
+ * it the time the host spent waiting for the device; their difference is
+ * the host's own time (issuing calls, capturing, staging): bench_engine
+ * reports both per step. */
+typedef struct {
+    long waits, graph_launches, graph_nodes, graph_instantiations, graph_records, graph_replays;
+    long long region_ns, wait_ns;
+} kb_device_counts;
 void kb_device_counts_now(kb_device_counts *c);
 long kb_device_waits(void);   /* kb_device_counts_now's waits */
 
@@ -218,5 +227,59 @@ void kb_attention_span(float *out, const float *q, const kb_kv_view *kv, int n_q
  * launch for the whole batch. */
 void kb_attention_spans(float *out, const float *q, const kb_kv_view *views, const int *span_rows, int n_spans,
                         const int *n_ctx, int n_heads, float scale, float *scratch, size_t scratch_floats);
+
+/* ---- a step the host does not rebuild --------------------------------------
+ * A decode or verify step issues ~300 calls whose arguments repeat from
+ * step to step but for a few index arrays (tokens, positions, KV slots,
+ * page lists, context lengths). With those arrays at fixed device
+ * addresses, a whole forward is one CUDA graph replayed as it stands, as
+ * vLLM and SGLang replay theirs per batch size: the host writes the
+ * arrays, queues one copy and one graph launch, and issues none of the
+ * calls. On cpu: a step buffer is host memory (host = dev), push does
+ * nothing, kb_graph_begin returns 0 and kb_graph_end does nothing. */
+
+/* Index memory for one forward: `bytes` the host fills (kb_stepbuf_host)
+ * and, on cuda, device memory at a fixed address (kb_stepbuf_dev) that
+ * kb_stepbuf_push refreshes in stream order. The calls are given dev
+ * pointers; the host never reads them. The host side may be rewritten only
+ * after a wait that follows the push (an async region's end). */
+typedef struct kb_stepbuf kb_stepbuf;
+kb_stepbuf *kb_stepbuf_create(size_t bytes);   /* NULL when out of memory */
+void  kb_stepbuf_free(kb_stepbuf *b);
+void *kb_stepbuf_host(kb_stepbuf *b);
+void *kb_stepbuf_dev(kb_stepbuf *b);
+void  kb_stepbuf_push(kb_stepbuf *b, size_t bytes);   /* the first bytes, host → device */
+
+/* dst0[slots[i]·row_floats + j] = src0[i·row_floats + j] for i < n,
+ * j < row_floats; and the same from src1 into dst1 unless dst1 is NULL
+ * (a layer's K and V rows into their KV slots: one launch). slots is
+ * device memory (a step buffer) or host memory, which is staged. */
+void kb_store_rows(float *dst0, const float *src0, float *dst1, const float *src1, const int *slots, int n,
+                   int row_floats);
+
+/* kb_attention_spans with the page lists in a step buffer: row i of n_q
+ * attends to positions 0..n_ctx[i]−1 of the sequence whose page list is
+ * page_cat + page_off[i] (the lists laid end to end, n_cat entries in
+ * all; rows of one span share an offset). pool gives the layer's K/V pools
+ * and geometry (its pages are not read). max_ctx ≥ every n_ctx: the
+ * scores' stride, which a replayed graph keeps, so pass a bound that holds
+ * for as long as the recording should (forward.c rounds it up). Each
+ * row's bits are kb_attention_span's. */
+void kb_attention_idx(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
+                      const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale,
+                      float *scratch, size_t scratch_floats);
+
+/* Record once, replay after. Inside an async region, key[0..key_bytes)
+ * names everything the calls up to kb_graph_end depend on other than the
+ * contents of device memory (shapes, buffers, the rows wanted). Returns 1
+ * when a graph recorded under an equal key is launched now: the caller
+ * skips its calls and goes on to kb_graph_end. Returns 0: the caller issues
+ * its calls, recorded under key when every one reads only device memory;
+ * a call that stages a host argument, waits, allocates or frees spoils
+ * the recording, whose calls then run as usual and are not kept. Any
+ * kb_free, weight release or scratch growth drops every recording (their
+ * addresses may have gone). On cpu, and with graphs off, always 0. */
+int  kb_graph_begin(const void *key, size_t key_bytes);
+void kb_graph_end(void);
 
 #endif

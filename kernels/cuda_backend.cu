@@ -15,7 +15,8 @@ static const kb_cuda_ops OPS = {
     cu_alloc, cu_free_if_ours, cu_copy, cu_weight_upload, cu_weight_release, cu_weight_release_owner,
     cuda_weight_rows, cuda_scatter_rows, cuda_matmul, cuda_rmsnorm, cuda_rope, cuda_swiglu, cuda_add, cuda_attention,
     cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_set_graphs, cu_graphs, cu_async_begin, cu_async_end,
-    cu_wait, cu_counts, cu_set_pdl, cu_pdl_state,
+    cu_wait, cu_counts, cu_set_pdl, cu_pdl_state, cu_stepbuf_create, cu_stepbuf_free, cu_stepbuf_host,
+    cu_stepbuf_dev, cu_stepbuf_push, cuda_store_rows, cuda_attention_idx, cu_graph_begin, cu_graph_end,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {

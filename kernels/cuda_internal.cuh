@@ -31,12 +31,17 @@
  * copy reads its pinned bytes when the graph runs, and the graph runs
  * before the wait after which they are reused. What a capture may not do
  * (allocate, free, synchronise, copy to pageable memory) ends it first.
- * The host still issues every call into the capture each step; replaying a
- * graph without capturing it again would need the step's index arrays
- * (tokens, positions, KV slot pointers, page tables, n_ctx) in fixed
- * device buffers that every kernel reads, one attention launch per ragged
- * batch with a fixed score stride and a graph per padded row count, as
- * vLLM and SGLang capture per batch size.
+ * Captured that way, the host still issues every call each step. A
+ * target forward does not: engine/forward.c keeps its index arrays
+ * (tokens, positions, KV slots, page lists, n_ctx) in a step buffer
+ * (pinned host memory and a device copy at a fixed address, pushed once a
+ * step), every kernel of the forward reads them there, attention's score
+ * stride is a bound that holds across steps, and the forward is recorded
+ * whole under a key (kb_graph_begin: rows, rows wanted, buffers) and then
+ * replayed as it stands, as vLLM and SGLang replay theirs per batch size.
+ * A recording is spoiled (run as an ordinary capture, not kept) by any
+ * staged host argument, whose pinned bytes a replay would not rewrite, and
+ * dropped when device memory is freed.
  * A CUDA error inside a compute call has no error return to go to
  * (backend.h's calls are void): it is printed and the process aborts.
  * One mutex serialises the calls (the staging ring and scratch are shared);
@@ -107,6 +112,20 @@ void  cu_wait(void);
 void  cu_counts(kb_device_counts *c);
 int   cu_set_pdl(int on);
 int   cu_pdl_state(const char **why);
+/* a step the host does not rebuild (backend.h): step buffers (pinned host
+ * memory and a device copy), recorded forwards */
+void *cu_stepbuf_create(size_t bytes);
+void  cu_stepbuf_free(void *b);
+void *cu_stepbuf_host(void *b);
+void *cu_stepbuf_dev(void *b);
+void  cu_stepbuf_push(void *b, size_t bytes);
+int   cu_graph_begin(const void *key, size_t key_bytes);
+void  cu_graph_end(void);
+/* Changes at every outermost async region, recording and step-buffer
+ * push: what a call keeps about device indices (RoPE's table of device
+ * positions) is kept only while this is unchanged, so a recording never
+ * leans on work queued before it. */
+unsigned long cu_region(void);
 
 /* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);
@@ -122,6 +141,10 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
                           const int *n_ctx, int n_heads, float scale);
 void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n);
 void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floats);
+void cuda_store_rows(float *dst0, const float *src0, float *dst1, const float *src1, const int *slots, int n,
+                     int row_floats);
+void cuda_attention_idx(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
+                        const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale);
 
 /* A kernel launch, `CU_LAUNCH(kernel, grid, block)(args...)`; a template
  * kernel goes in parentheses. One spelling for every launch, so that

@@ -19,6 +19,7 @@
  * device). kb_alloc'd activations and KV pages are managed because the
  * engine reads and writes them on the host between calls. */
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void capture_launch(void);   /* the bracket's section: before what a capture may not do */
+static void mem_gone(void);         /* device memory is freed: recorded graphs may point at it */
 
 void cu_check(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
@@ -109,6 +111,7 @@ int cu_free_if_ours(void *p) {
     int i = table_find(&g_managed, p);
     if (i >= 0) {
         capture_launch();   /* cudaFree waits for the kernels that use it */
+        mem_gone();
         table_drop(&g_managed, i);
         cu_check(cudaFree(p), "kb_free");
     }
@@ -147,6 +150,7 @@ void cu_weight_release(kb_weight *w) {
     int i = table_find(&g_weights, w->data);
     if (i >= 0) {
         capture_launch();
+        mem_gone();
         cu_check(cudaFree(g_weights.e[i].p), "kb_weight_release");
         table_drop(&g_weights, i);
         w->data = NULL;
@@ -157,6 +161,7 @@ void cu_weight_release(kb_weight *w) {
 void cu_weight_release_owner(const void *owner) {
     pthread_mutex_lock(&g_lock);
     capture_launch();
+    mem_gone();
     for (int i = g_weights.n - 1; i >= 0; i--)
         if (g_weights.e[i].owner == owner) {
             cu_check(cudaFree(g_weights.e[i].p), "kb_weight_release_owner");
@@ -253,9 +258,23 @@ static cudaGraphExec_t exec_for(cudaGraph_t graph, size_t nodes) {
     return c->exec;
 }
 
+/* Recording (backend.h kb_graph_begin): the capture of one keyed forward,
+ * kept whole (no GRAPH_CHUNK launches) and instantiated as a graph of its
+ * own that later steps launch without issuing the calls. g_rec while one
+ * runs; g_rec_ok until something spoils it (a staged host argument, whose
+ * pinned bytes a replay would not rewrite; anything that ends the capture
+ * early: a wait, an allocation, a free). */
+static int g_rec, g_rec_ok;
+static unsigned long g_mem_epoch;   /* bumped by mem_gone: recordings older than it are dropped */
+static unsigned long g_region;      /* cu_region */
+
 /* Ends the capture (if one runs) and launches what it holds. */
 static void capture_launch(void) {
     cu_flush_held();   /* held calls go in first (the lock is held here) */
+    if (g_rec) {   /* a recording ended early: its calls so far run as an ordinary graph, nothing kept */
+        g_rec = 0;
+        g_rec_ok = 0;
+    }
     if (!g_capturing) return;
     g_capturing = 0;
     cudaGraph_t graph = NULL;
@@ -274,10 +293,19 @@ static void capture_launch(void) {
 
 /* Waits for everything queued (if anything is); the ring's bytes are free
  * again. */
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static long long g_region_t0;   /* start of the outermost region; 0 outside one */
+
 static void wait_stream(const char *what) {
     capture_launch();   /* and held calls */
     if (g_pending) {
+        const long long t0 = g_region_t0 ? now_ns() : 0;
         cu_check(cudaStreamSynchronize(g_stream), what);
+        if (g_region_t0) g_counts.wait_ns += now_ns() - t0;
         g_counts.waits++;
         g_pending = 0;
     }
@@ -343,6 +371,7 @@ int cu_async_depth(void) { return g_async; }
 /* bytes of staging for this call: the pinned side in *pin, the device side returned */
 static char *stage_take(size_t bytes, char **pin) {
     size_t a = (bytes + 255) & ~(size_t)255;
+    g_rec_ok = 0;   /* a replay would read these pinned bytes as they are then */
     g_call_need += a;
     if (g_ring_used + a > g_ring_cap && g_ring_used == g_call_start) {   /* nothing of this call in it yet */
         wait_stream("staging host arguments");
@@ -401,6 +430,7 @@ void *cu_scratch(int slot, size_t bytes) {
         /* cudaFree waits for the kernels that may still read the old one
          * (launched first if they are in a capture) */
         capture_launch();
+        mem_gone();
         if (g_scratch[slot]) cu_check(cudaFree(g_scratch[slot]), "freeing scratch");
         size_t cap = bytes + bytes / 4;
         cu_check(cudaMalloc(&g_scratch[slot], cap), "device scratch");
@@ -427,19 +457,204 @@ void cu_end(const char *what) {
         ring_regrow(g_call_need + g_call_need / 4);   /* the stream is idle */
     }
     g_n_outs = g_n_extra = 0;
-    if (g_capturing && ++g_capture_calls >= GRAPH_CHUNK) capture_launch();
+    if (g_capturing && !g_rec && ++g_capture_calls >= GRAPH_CHUNK) capture_launch();
     pthread_mutex_unlock(&g_lock);
 }
 
 void cu_async_begin(void) {
     pthread_mutex_lock(&g_lock);
-    g_async++;
+    if (g_async++ == 0) {
+        g_region++;
+        g_region_t0 = now_ns();
+    }
     pthread_mutex_unlock(&g_lock);
 }
 
 void cu_async_end(void) {
     pthread_mutex_lock(&g_lock);
-    if (g_async > 0 && --g_async == 0) wait_stream("kb_async_end");
+    if (g_async > 0 && --g_async == 0) {
+        wait_stream("kb_async_end");
+        g_counts.region_ns += now_ns() - g_region_t0;
+        g_region_t0 = 0;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+unsigned long cu_region(void) { return g_region; }
+
+static void mem_gone(void) { g_mem_epoch++; }
+
+/* ---- step buffers and recorded forwards (backend.h) --------------------------- */
+
+typedef struct { char *pin, *dev; size_t bytes; } cu_stepbuf;
+
+void *cu_stepbuf_create(size_t bytes) {
+    cu_stepbuf *b = (cu_stepbuf *)calloc(1, sizeof *b);
+    if (!b) return NULL;
+    if (!bytes) bytes = 1;
+    pthread_mutex_lock(&g_lock);
+    capture_launch();   /* allocating is not captured */
+    if (cudaMallocHost((void **)&b->pin, bytes) != cudaSuccess || cudaMalloc((void **)&b->dev, bytes) != cudaSuccess ||
+        cudaMemset(b->dev, 0, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        if (b->pin) cudaFreeHost(b->pin);
+        if (b->dev) cudaFree(b->dev);
+        free(b);
+        b = NULL;
+    } else {
+        memset(b->pin, 0, bytes);
+        b->bytes = bytes;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return b;
+}
+
+void cu_stepbuf_free(void *p) {
+    cu_stepbuf *b = (cu_stepbuf *)p;
+    pthread_mutex_lock(&g_lock);
+    capture_launch();
+    mem_gone();
+    cu_check(cudaFreeHost(b->pin), "freeing a step buffer");
+    cu_check(cudaFree(b->dev), "freeing a step buffer");
+    pthread_mutex_unlock(&g_lock);
+    free(b);
+}
+
+void *cu_stepbuf_host(void *p) { return ((cu_stepbuf *)p)->pin; }
+void *cu_stepbuf_dev(void *p) { return ((cu_stepbuf *)p)->dev; }
+
+/* One copy from the pinned side, queued outside any capture: a recorded
+ * graph that follows reads what it brought. */
+void cu_stepbuf_push(void *p, size_t bytes) {
+    cu_stepbuf *b = (cu_stepbuf *)p;
+    if (!bytes) return;
+    if (bytes > b->bytes) {
+        fprintf(stderr, "specbed: CUDA: a step buffer of %zu bytes pushed with %zu\n", b->bytes, bytes);
+        abort();
+    }
+    pthread_mutex_lock(&g_lock);
+    capture_launch();   /* what was captured before it runs before it */
+    cu_check(cudaMemcpyAsync(b->dev, b->pin, bytes, cudaMemcpyHostToDevice, g_stream), "pushing a step buffer");
+    g_pending = 1;
+    g_region++;   /* device indices changed: tables kept per region (RoPE's) are rebuilt */
+    if (!g_async) wait_stream("pushing a step buffer");
+    pthread_mutex_unlock(&g_lock);
+}
+
+enum { REC_CACHE = 32 };
+typedef struct {
+    void *key;
+    size_t key_bytes;
+    unsigned long epoch;
+    cudaGraphExec_t exec;
+    size_t nodes;
+    unsigned long long used;
+} recording;
+static recording g_recs[REC_CACHE];
+static void *g_rec_key;
+static size_t g_rec_key_bytes, g_rec_key_cap;
+static int g_replaying;
+
+static void rec_drop(recording *r) {
+    if (r->exec) cu_check(cudaGraphExecDestroy(r->exec), "dropping a recorded CUDA graph");
+    free(r->key);
+    memset(r, 0, sizeof *r);
+}
+
+int cu_graph_begin(const void *key, size_t key_bytes) {
+    pthread_mutex_lock(&g_lock);
+    if (!g_async || !g_graphs || g_rec || g_replaying) {
+        pthread_mutex_unlock(&g_lock);
+        return 0;
+    }
+    capture_launch();   /* whatever was captured or held before runs first */
+    for (int i = 0; i < REC_CACHE; i++) {
+        recording *r = &g_recs[i];
+        if (!r->exec) continue;
+        if (r->epoch != g_mem_epoch) { rec_drop(r); continue; }
+        if (r->key_bytes != key_bytes || memcmp(r->key, key, key_bytes)) continue;
+        cu_check(cudaGraphLaunch(r->exec, g_stream), "replaying a recorded CUDA graph");
+        r->used = ++g_exec_clock;
+        g_pending = 1;
+        g_counts.graph_launches++;
+        g_counts.graph_replays++;
+        g_counts.graph_nodes += (long)r->nodes;
+        g_replaying = 1;
+        pthread_mutex_unlock(&g_lock);
+        return 1;
+    }
+    if (key_bytes > g_rec_key_cap) {
+        void *k = realloc(g_rec_key, key_bytes);
+        if (!k) {   /* no recording, the calls run as usual */
+            pthread_mutex_unlock(&g_lock);
+            return 0;
+        }
+        g_rec_key = k;
+        g_rec_key_cap = key_bytes;
+    }
+    memcpy(g_rec_key, key, key_bytes);
+    g_rec_key_bytes = key_bytes;
+    g_region++;   /* nothing kept per region from before the recording is used inside it */
+    capture_begin();
+    g_rec = g_capturing;
+    g_rec_ok = g_rec;
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+
+void cu_graph_end(void) {
+    pthread_mutex_lock(&g_lock);
+    if (g_replaying) {
+        g_replaying = 0;
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    if (!g_rec) {   /* none, or it ended early: its calls ran (or are captured) as usual */
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    cu_flush_held();   /* into the recording */
+    if (!g_rec_ok) {
+        capture_launch();   /* ordinary graph; clears g_rec */
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    g_rec = 0;
+    g_capturing = 0;
+    cudaGraph_t graph = NULL;
+    cu_check(cudaStreamEndCapture(g_stream, &graph), "ending a recorded CUDA graph");
+    size_t nodes = 0;
+    cu_check(cudaGraphGetNodes(graph, NULL, &nodes), "counting a CUDA graph's nodes");
+    int victim = 0;   /* an empty slot, else the least recently used */
+    for (int i = 0; i < REC_CACHE && g_recs[victim].exec; i++)
+        if (!g_recs[i].exec || g_recs[i].used < g_recs[victim].used) victim = i;
+    recording *r = &g_recs[victim];
+    rec_drop(r);
+    r->key = malloc(g_rec_key_bytes);
+    if (nodes && r->key) {
+        cu_check(cudaGraphInstantiate(&r->exec, graph, 0), "instantiating a recorded CUDA graph");
+        memcpy(r->key, g_rec_key, g_rec_key_bytes);
+        r->key_bytes = g_rec_key_bytes;
+        r->epoch = g_mem_epoch;
+        r->nodes = nodes;
+        r->used = ++g_exec_clock;
+        cu_check(cudaGraphLaunch(r->exec, g_stream), "launching a recorded CUDA graph");
+        g_pending = 1;
+        g_counts.graph_launches++;
+        g_counts.graph_instantiations++;
+        g_counts.graph_records++;
+        g_counts.graph_nodes += (long)nodes;
+    } else {
+        free(r->key);
+        r->key = NULL;
+        if (nodes) {   /* out of host memory for the key: run it once as an ordinary graph */
+            cu_check(cudaGraphLaunch(exec_for(graph, nodes), g_stream), "launching a CUDA graph");
+            g_pending = 1;
+            g_counts.graph_launches++;
+            g_counts.graph_nodes += (long)nodes;
+        }
+    }
+    cu_check(cudaGraphDestroy(graph), "destroying a captured CUDA graph");
     pthread_mutex_unlock(&g_lock);
 }
 

@@ -280,6 +280,8 @@ static struct {
     int m, cap, hd;
     float theta;
     void *buf;
+    const int *dpos;       /* positions in device memory (a step buffer): the table of these */
+    unsigned long region;  /* while cu_region() is this (no push since, no new recording) */
 } g_rope;
 
 void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta) {
@@ -293,14 +295,23 @@ void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float
     const size_t tab = (size_t)m * half;
     float *cs = (float *)cu_scratch(CU_SCRATCH_ROPE, 2 * tab * sizeof(float)), *sn = cs + tab;
     const int host = !cu_on_device(pos);
-    const int same = host && g_rope.buf == cs && g_rope.m == m && g_rope.hd == head_dim && g_rope.theta == theta &&
-                     !memcmp(g_rope.pos, pos, (size_t)m * sizeof(int));
+    const int same = g_rope.buf == cs && g_rope.m == m && g_rope.hd == head_dim && g_rope.theta == theta &&
+                     (host ? !g_rope.dpos && !memcmp(g_rope.pos, pos, (size_t)m * sizeof(int))
+                           : g_rope.dpos == pos && g_rope.region == cu_region());
     if (!same) {
         const int *dpos = (const int *)cu_in(pos, (size_t)m * sizeof(int));
         CU_LAUNCH(rope_table_k, (unsigned)((tab + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS)(cs, sn, dpos, m,
                                                                                               head_dim, theta);
         g_rope.m = -1;
-        if (host) {
+        g_rope.dpos = NULL;
+        if (!host) {   /* device positions: kept for the rest of this region (cu_region) */
+            g_rope.dpos = pos;
+            g_rope.region = cu_region();
+            g_rope.m = m;
+            g_rope.hd = head_dim;
+            g_rope.theta = theta;
+            g_rope.buf = cs;
+        } else {
             if (m > g_rope.cap) {
                 int *q = (int *)realloc(g_rope.pos, (size_t)m * sizeof(int));
                 if (!q) {
@@ -506,6 +517,51 @@ void cuda_scatter_rows(float *const dst[], const float *src, int n, int row_floa
         launch_scatter(dd, delta, ds, 0, NULL, n, row_floats, 0);
     }
     cu_end("scatter_rows");
+}
+
+/* ---- rows into slots (kb_store_rows: a layer's K and V, taps) ------------------ */
+
+/* Block i copies row i of src to slot slots[i] of dst; blockIdx.y picks
+ * the pair's first or second (dst, src). */
+__global__ void store_rows_k(float *dst0, const float *src0, float *dst1, const float *src1, const int *slots,
+                             int row_floats) {
+    CU_PDL_ENTRY();
+    float *__restrict__ d = (blockIdx.y ? dst1 : dst0) + (size_t)slots[blockIdx.x] * row_floats;
+    const float *__restrict__ s = (blockIdx.y ? src1 : src0) + (size_t)blockIdx.x * row_floats;
+    for (int j0 = 0; j0 < row_floats; j0 += 8 * (int)blockDim.x) {   /* loads before stores, as scatter_rows_k */
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int j = j0 + i * (int)blockDim.x + (int)threadIdx.x;
+            v[i] = j < row_floats ? s[j] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int j = j0 + i * (int)blockDim.x + (int)threadIdx.x;
+            if (j < row_floats) d[j] = v[i];
+        }
+    }
+}
+
+void cuda_store_rows(float *dst0, const float *src0, float *dst1, const float *src1, const int *slots, int n,
+                     int row_floats) {
+    if (n <= 0 || row_floats <= 0) return;
+    if (!cu_on_device(dst0) || (dst1 && !cu_on_device(dst1))) {
+        fprintf(stderr, "specbed: CUDA store_rows: the destinations must be device memory\n");
+        abort();
+    }
+    cu_begin();
+    const size_t rb = (size_t)n * (size_t)row_floats * sizeof(float);
+    const float *s0 = (const float *)cu_in(src0, rb);
+    const float *s1 = dst1 ? (const float *)cu_in(src1, rb) : NULL;
+    const int *ds = (const int *)cu_in(slots, (size_t)n * sizeof(int));
+    for (int i0 = 0; i0 < n; i0 += 65535) {   /* gridDim.x has room; kept for symmetry with weight_rows */
+        const int m = n - i0 < 65535 ? n - i0 : 65535;
+        CU_LAUNCH(store_rows_k, dim3((unsigned)m, dst1 ? 2u : 1u), 128)(dst0, s0 + (size_t)i0 * row_floats, dst1,
+                                                                      s1 ? s1 + (size_t)i0 * row_floats : NULL,
+                                                                      ds + i0, row_floats);
+    }
+    cu_end("store_rows");
 }
 
 /* ---- embedding rows ---------------------------------------------------------- */
@@ -740,6 +796,35 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
 
     CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), ATT_THREADS)(dout, dq, dk, dv, dcat, doff, dctx, ps, n_kv, hd,
                                                                 n_heads, scale, sc, (size_t)max_ctx);
+    cu_end("attention");
+}
+
+/* The same kernel over lists a step buffer holds (backend.h
+ * kb_attention_idx): nothing read on the host, the scores' stride the
+ * caller's bound, so a recorded forward replays it as it stands. */
+void cuda_attention_idx(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
+                        const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale) {
+    if (n_q <= 0 || n_heads <= 0) return;
+    const int hd = pool->head_dim, ps = pool->page_size, n_kv = pool->n_kv_heads;
+    if (n_kv <= 0 || n_heads % n_kv || !cu_on_device(pool->k_pages) || !cu_on_device(pool->v_pages) || max_ctx < 1) {
+        fprintf(stderr, "specbed: CUDA attention_idx: %d heads over %d kv heads, device pools, max_ctx %d\n",
+                n_heads, n_kv, max_ctx);
+        abort();
+    }
+    cu_begin();
+    const size_t qbytes = (size_t)n_q * n_heads * hd * sizeof(float);
+    const float *dq = (const float *)cu_in(q, qbytes);
+    float *dout = (float *)cu_out(out, qbytes, 0);
+    const int *dcat = (const int *)cu_in(page_cat, (size_t)(n_cat > 0 ? n_cat : 1) * sizeof(int));
+    const int *doff = (const int *)cu_in(page_off, (size_t)n_q * sizeof(int));
+    const int *dctx = (const int *)cu_in(n_ctx, (size_t)n_q * sizeof(int));
+    /* rows of up to ATT_SMEM positions keep their scores in shared memory */
+    float *sc = max_ctx > ATT_SMEM
+                    ? (float *)cu_scratch(CU_SCRATCH_SCORES, (size_t)n_q * n_heads * max_ctx * sizeof(float))
+                    : NULL;
+    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), ATT_THREADS)(dout, dq, pool->k_pages, pool->v_pages, dcat, doff,
+                                                                dctx, ps, n_kv, hd, n_heads, scale, sc,
+                                                                (size_t)max_ctx);
     cu_end("attention");
 }
 

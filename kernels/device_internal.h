@@ -56,6 +56,20 @@ typedef struct {
      * on, 0 off, -1 unavailable (*why) */
     int   (*set_pdl)(int on);
     int   (*pdl)(const char **why);
+    /* a step the host does not rebuild (backend.h): step buffers (an
+     * opaque handle of the backend's), stores into slots, attention from
+     * concatenated page lists, record/replay */
+    void *(*stepbuf_create)(size_t bytes);
+    void  (*stepbuf_free)(void *b);
+    void *(*stepbuf_host)(void *b);
+    void *(*stepbuf_dev)(void *b);
+    void  (*stepbuf_push)(void *b, size_t bytes);
+    void  (*store_rows)(float *dst0, const float *src0, float *dst1, const float *src1, const int *slots, int n,
+                        int row_floats);
+    void  (*attention_idx)(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
+                           const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale);
+    int   (*graph_begin)(const void *key, size_t key_bytes);
+    void  (*graph_end)(void);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

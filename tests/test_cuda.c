@@ -802,6 +802,96 @@ static void same_drafts(const char *label, const spec_counters *kc, const spec_c
     if (same) printf("%s: every depth drafted and accepted exactly as on the CPU\n", label);
 }
 
+/* One step of two sequences side by side (1 row of a, 3 rows of b), every
+ * row's logits into lg[4, V]. */
+static int two_seq_step(gen_engine *e, int a, int b, const int *ta, const int *tb, float *lg) {
+    char err[512];
+    static const int rows[4] = {0, 1, 2, 3};
+    fwd_span sp[2] = {{.seq = a, .n = 1, .tokens = ta}, {.seq = b, .n = 3, .tokens = tb}};
+    fwd_batch bt = {.spans = sp, .n_spans = 2};
+    fwd_out o = {.logit_rows = rows, .n_logit_rows = 4, .logits = lg};
+    int rc = fwd_run(e->fwd, e->kv, &bt, &o, err, sizeof err);
+    CHECKF(!rc, "fwd_run: %s", err);
+    return rc;
+}
+
+/* A forward the host does not rebuild (backend.h kb_graph_begin): under
+ * CUDA with graphs, forward.c keeps a step's indices in a step buffer and
+ * replays the forward recorded under the same key. 24 steps of two
+ * sequences (1 and 3 rows, crossing KV pages) against the CPU's: each
+ * step's logits within the fixture's bound and argmax equal (a replay that
+ * read a stale position, slot, page list or n_ctx would not be); after the
+ * first step every step a replay, none instantiated; and a step replayed
+ * gives the bits of the same step recorded (the key's step undone with
+ * kv_truncate and run again). */
+static void test_replay(gen_engine *ec, gen_engine *eg, int V) {
+    const char *why = NULL;
+    const int graphs = kb_cuda_graphs(&why) == 1;
+    float *lc = malloc(sizeof(float) * 4 * (size_t)V), *lg = malloc(sizeof(float) * 4 * (size_t)V);
+    float *l0 = malloc(sizeof(float) * 4 * (size_t)V);
+    int pa[20], pb[20], ta[24], tb[24 * 3];
+    for (int i = 0; i < 20; i++) { pa[i] = (i * 37 + 5) % V; pb[i] = (i * 53 + 7) % V; }
+    for (int i = 0; i < 24; i++) ta[i] = (i * 71 + 3) % V;
+    for (int i = 0; i < 72; i++) tb[i] = (i * 29 + 1) % V;
+    gen_engine *es[2] = {ec, eg};
+    int seqs[2][2], rc = 0;
+    char err[512];
+    for (int d = 0; d < 2 && !rc; d++) {
+        use(d ? "cuda" : "cpu");
+        seqs[d][0] = kv_seq_new(es[d]->kv);
+        seqs[d][1] = kv_seq_new(es[d]->kv);
+        fwd_span sp[2] = {{.seq = seqs[d][0], .n = 20, .tokens = pa}, {.seq = seqs[d][1], .n = 20, .tokens = pb}};
+        fwd_batch bt = {.spans = sp, .n_spans = 2};
+        rc = fwd_run(es[d]->fwd, es[d]->kv, &bt, NULL, err, sizeof err);
+        CHECKF(!rc, "fwd_run: %s", err);
+    }
+    double maxd = 0;
+    int bad_argmax = 0, replays_ok = 1, same_bits = 1;
+    kb_device_counts c0, c1;
+    for (int step = 0; step < 24 && !rc; step++) {
+        use("cpu");
+        rc |= two_seq_step(ec, seqs[0][0], seqs[0][1], ta + step, tb + 3 * step, lc);
+        use("cuda");
+        kb_device_counts_now(&c0);
+        rc |= two_seq_step(eg, seqs[1][0], seqs[1][1], ta + step, tb + 3 * step, lg);
+        kb_device_counts_now(&c1);
+        if (rc) break;
+        if (graphs && step > 0)
+            replays_ok &= c1.graph_replays - c0.graph_replays == 1 && c1.graph_instantiations == c0.graph_instantiations;
+        for (int r = 0; r < 4; r++) {
+            const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
+            int ia = 0, ib = 0;
+            for (int j = 0; j < V; j++) {
+                if (a[j] > a[ia]) ia = j;
+                if (b[j] > b[ib]) ib = j;
+                double dd = fabs((double)a[j] - b[j]);
+                if (dd != dd || dd > maxd) maxd = dd;
+            }
+            bad_argmax += ia != ib;
+        }
+        if (step == 5) {   /* the same step again: undone, then replayed */
+            memcpy(l0, lg, sizeof(float) * 4 * (size_t)V);
+            kv_truncate(eg->kv, seqs[1][0], kv_len(eg->kv, seqs[1][0]) - 1);
+            kv_truncate(eg->kv, seqs[1][1], kv_len(eg->kv, seqs[1][1]) - 3);
+            rc |= two_seq_step(eg, seqs[1][0], seqs[1][1], ta + step, tb + 3 * step, lg);
+            same_bits = !rc && !memcmp(l0, lg, sizeof(float) * 4 * (size_t)V);
+        }
+    }
+    CHECKF(bad_argmax == 0, "replayed steps: argmax differs from the CPU at %d rows", bad_argmax);
+    CHECKF(maxd <= 1e-4, "replayed steps: max |logit difference| from the CPU %g > 1e-4", maxd);
+    CHECKF(same_bits, "a replayed step's logits differ from the same step's first run");
+    if (graphs) CHECKF(replays_ok, "steps after the first were not each one replay without an instantiation");
+    if (!rc)
+        printf("replay: 24 steps of two sequences (1 + 3 rows) %s, the CPU's argmax, max |d| %g; a step replayed = "
+               "its first run bit for bit\n", graphs ? "replayed from one recording" : "(no graphs: issued)", maxd);
+    for (int d = 0; d < 2; d++) {
+        use(d ? "cuda" : "cpu");
+        kv_seq_free(es[d]->kv, seqs[d][0]);
+        kv_seq_free(es[d]->kv, seqs[d][1]);
+    }
+    free(lc); free(lg); free(l0);
+}
+
 static void test_engine(void) {
     gen_engine *ec = NULL, *eg = NULL;
     if (make_engine(&ec, "cpu") || make_engine(&eg, "cuda")) { gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return; }
@@ -878,6 +968,7 @@ static void test_engine(void) {
             printf("stream order: a 1-row and a 4-row forward each wait for the GPU once (no CUDA graphs)\n");
         }
     }
+    if (!rc) test_replay(ec, eg, V);
     /* greedy generation: the CPU's tokens (equal logits, equal tokens) */
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];

@@ -287,6 +287,7 @@ int main(int argc, char **argv) {
     /* batches[] from --curve-batches (default 1, 4, 16) */
     double experts[3][MAXR] = {{0}};   /* distinct experts read per sparse layer per step (MoE) */
     double decode_tps = 0, decode_waits = 0, decode_graphs = 0, decode_nodes = 0, decode_inst = 0;
+    double decode_replays = 0, decode_host_us = 0, decode_wait_us = 0;
     printf("\nforward cost, ms per step (history %d tokens per sequence)\n%-8s", ctx, "batch");
     for (int r = 1; r <= max_r; r++) {
         char h[16];
@@ -324,6 +325,10 @@ int main(int argc, char **argv) {
                 decode_graphs = (double)(c1.graph_launches - c0.graph_launches) / reps;
                 decode_nodes = (double)(c1.graph_nodes - c0.graph_nodes) / reps;
                 decode_inst = (double)(c1.graph_instantiations - c0.graph_instantiations) / reps;
+                decode_replays = (double)(c1.graph_replays - c0.graph_replays) / reps;
+                /* the host's own time in the step's regions, and its waits for the device */
+                decode_wait_us = (double)(c1.wait_ns - c0.wait_ns) / reps / 1e3;
+                decode_host_us = (double)(c1.region_ns - c0.region_ns) / reps / 1e3 - decode_wait_us;
             }
             printf(" %8.2f", ms);
             if (csv) {
@@ -372,8 +377,11 @@ int main(int argc, char **argv) {
     if (!strcmp(kb_device(), "cuda")) {
         printf("host waits for the GPU per decode step: %.1f\n", decode_waits);
         /* SPECBED_CUDA_GRAPHS=0: none; else one graph per step, updated in place after the first */
-        printf("CUDA graph launches per decode step: %.1f (%.0f nodes each, %.2f instantiated per step)\n",
-               decode_graphs, decode_graphs > 0 ? decode_nodes / decode_graphs : 0.0, decode_inst);
+        printf("CUDA graph launches per decode step: %.1f (%.0f nodes each, %.2f instantiated per step, %.2f "
+               "replayed without issuing the calls)\n",
+               decode_graphs, decode_graphs > 0 ? decode_nodes / decode_graphs : 0.0, decode_inst, decode_replays);
+        printf("host time per decode step: %.1f us of its own (issuing, capturing, staging), %.1f us waiting for "
+               "the GPU\n", decode_host_us, decode_wait_us);
     }
     printf("memory bandwidth (%s, read + written): %.1f GB/s\n",
            on_gpu ? "device-to-device copy of GPU memory, 1 GiB" : "STREAM copy of host memory", gbs);
@@ -382,16 +390,19 @@ int main(int argc, char **argv) {
            roof > 0 ? 100.0 * decode_tps / roof : 0.0);
     if (csv) {
         /* copy_gb_per_s: the device's copy on a GPU, else the host's STREAM copy */
-        const char *names[10] = {"prefill_tokens_per_s", "decode_tokens_per_s", "copy_gb_per_s",
+        const char *names[13] = {"prefill_tokens_per_s", "decode_tokens_per_s", "copy_gb_per_s",
                                  "weight_mb_per_token", "roofline_tokens_per_s", "device_waits_per_decode",
                                  "graph_launches_per_decode", "graph_nodes_per_decode", "batched_decode_tokens_per_s",
-                                 "batched_decode_tokens_per_s"};
-        double vals[10] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits, decode_graphs, decode_nodes,
-                           batch_tps[0], batch_tps[1]};
-        const char *units[10] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits", "launches", "nodes",
-                                 "tokens/s", "tokens/s"};
-        for (int i = 0; i < 10; i++) {
-            if (i >= 8 && vals[i] <= 0) continue;
+                                 "batched_decode_tokens_per_s", "graph_replays_per_decode", "host_us_per_decode",
+                                 "device_wait_us_per_decode"};
+        double vals[13] = {prefill_tps, decode_tps, gbs, wb / 1e6, roof, decode_waits, decode_graphs, decode_nodes,
+                           batch_tps[0], batch_tps[1], decode_replays, decode_host_us, decode_wait_us};
+        const char *units[13] = {"tokens/s", "tokens/s", "GB/s", "MB", "tokens/s", "waits", "launches", "nodes",
+                                 "tokens/s", "tokens/s", "replays", "us", "us"};
+        const int on_cuda = !strcmp(kb_device(), "cuda");
+        for (int i = 0; i < 13; i++) {
+            if (i >= 8 && i <= 9 && vals[i] <= 0) continue;
+            if (i >= 10 && !on_cuda) continue;
             csv_row row = {csv, 0};
             csv_row_field(&row, names[i]);
             csv_row_fieldf(&row, "%d", i == 8 ? dbatches[0] : i == 9 ? dbatches[1] : 1);

@@ -311,7 +311,7 @@ echo
 grep -E "^(model|prefill|forward|batch|[0-9]+ |single|batched|memory|weights|host|CUDA)" "$BENCH" | head -80
 echo
 say ""
-say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1')"
+say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s %8s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1' 'host us' replay)"
 for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
@@ -319,13 +319,15 @@ for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv; do
   d=$(g decode_tokens_per_s 1 1) roof=$(g roofline_tokens_per_s 1 1) bw=$(g copy_gb_per_s 1 1) p=$(g prefill_tokens_per_s 1 1)
   r1=$(g forward_ms 1 1) r8=$(g forward_ms 1 8) r16=$(g forward_ms 1 16)
   b16=$(g batched_decode_tokens_per_s 16 1) b64=$(g batched_decode_tokens_per_s 64 1)
+  hu=$(g host_us_per_decode 1 1) rp=$(g graph_replays_per_decode 1 1)
   say "$(awk -v f="$f" -v d="${d:-0}" -v roof="${roof:-0}" -v bw="${bw:-0}" -v p="${p:-0}" -v r1="${r1:-0}" -v r8="${r8:-0}" \
-      -v r16="${r16:-0}" -v b16="${b16:-0}" -v b64="${b64:-0}" 'BEGIN {
-      printf "%-22s %9.1f %9.1f %7.1f%% %8.0f %7.2f %9.2f %9.0f %9.0f %9.0f %7.2f",
+      -v r16="${r16:-0}" -v b16="${b16:-0}" -v b64="${b64:-0}" -v hu="${hu:-0}" -v rp="${rp:-0}" 'BEGIN {
+      printf "%-22s %9.1f %9.1f %7.1f%% %8.0f %7.2f %9.2f %9.0f %9.0f %9.0f %7.2f %8.1f %7.2f",
         f, d, roof, (roof > 0 ? 100 * d / roof : 0), bw, (r1 > 0 ? r8 / r1 : 0), (r1 > 0 ? r16 / r1 : 0), p, b16, b64,
-        (d > 0 ? b16 / d : 0) }')"
+        (d > 0 ? b16 / d : 0), hu, rp }')"
 done
-say "(decode, bound, prefill, bN: tokens/s; bound = device copy GB/s / weight bytes per token; vN/v1: verify N rows / 1 row at batch 1)"
+say "(decode, bound, prefill, bN: tokens/s; bound = device copy GB/s / weight bytes per token; vN/v1: verify N rows / 1 row at batch 1;"
+say " host us: the host's own time per decode step beside its waits for the GPU; replay: decode steps replayed from a recording, per step)"
 say "results: $(( $(date +%s) - T0 )) s in all"
 [ $FAILED -eq 0 ] && say "device_cuda: every step passed" || say "device_cuda: SOME STEPS FAILED"
 exit $FAILED
