@@ -227,6 +227,8 @@ static void copy_taps(fwd_ctx *f, const fwd_out *o, int tap, const float *x, int
  * bound. Not with tensor parallelism (the collectives read host memory) or
  * fault injection (host writes, host-computed windows). */
 
+enum { FWD_RECORD_MAX_ROWS = 256 };
+
 /* Step-buffer layout, in ints (R = max_rows): */
 enum { SB_TOK, SB_POS, SB_NCTX, SB_SLOT, SB_POFF, SB_TAPSLOT, SB_PAGES };
 
@@ -396,7 +398,9 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
         rows.dev = &di;
         tapslot = d + (size_t)SB_TAPSLOT * R;
         logits = f->ldev;
-        key_bytes = dev_key(f, kv, o, n, di.max_ctx);
+        /* decode and verify shapes are recorded; a prefill chunk of a new length would only
+         * instantiate a graph it never replays (vLLM captures up to 512 tokens, SGLang ~160 sequences) */
+        key_bytes = n <= FWD_RECORD_MAX_ROWS ? dev_key(f, kv, o, n, di.max_ctx) : 0;
     }
     kb_async_begin();
     if (dev) kb_stepbuf_push(f->sb, push);
