@@ -91,6 +91,9 @@ int cu_async_depth(void);   /* > 0 inside kb_async_begin regions */
 void cu_on_flush(void (*flush)(void));
 void cu_flush_held(void);
 void cuda_matmul_flush(void);   /* cuda_matmul.cu: the held matmuls */
+/* cuda_matmul.cu: a held gate/up pair and the SwiGLU of its outputs as one
+ * launch (cuda_swiglu asks before anything else); 1 when taken */
+int cuda_matmul_take_swiglu(float *out, const float *gate, const float *up, int m, int n);
 void cuda_ops_flush(void);      /* cuda_ops.cu: the held add, head norm or K scatter */
 
 /* The stream layer's side of the backend's table (device_internal.h

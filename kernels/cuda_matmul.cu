@@ -115,7 +115,14 @@ struct mm_set {
     int n;
 };
 
-template <int DT, int R, int MT>
+/* SW: a layer's gate and up as one, SwiGLU in the epilogue (the set is
+ * {gate → y[0], up → y[1]}, rows[0] = rows[1]): a warp's R weight rows are
+ * R/2 gate rows and the same R/2 up rows, so each gate output and its up
+ * output end in the same block, and y[0] gets silu(gate)·up, y[1] up
+ * (kb_swiglu(y0, y0, y1)'s result). Each output's reduction is the order
+ * above, and the SwiGLU swiglu_k's own (cuda_ops.cu): the bits of the two
+ * calls it replaces. */
+template <int DT, int R, int MT, int SW>
 __global__ void __launch_bounds__(MM_MAX_WARPS * 32)
 mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int part, int vec_ok) {
     __shared__ float red[MM_MAX_WARPS][R * MT];
@@ -130,21 +137,26 @@ mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int par
     const int blk = bx - (t == 0 ? 0 : t == 1 ? set.b0[1] : t == 2 ? set.b0[2] : set.b0[3]);
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int p = warp % nw, g = warp / nw, G = (int)blockDim.x / 32 / nw;
-    const int j0 = (blk * G + g) * R;
+    constexpr int RJ = SW ? R / 2 : R;   /* distinct output rows j a warp holds */
+    const int j0 = (blk * G + g) * RJ;
     const int k0 = p * part, k1 = k0 + part < cols ? k0 + part : cols;
     const bool vec = vec_ok != 0;
     const size_t es = DT == KB_F32 ? 4 : 2;
     size_t wrow[R];
+    const void *wi[R];   /* SW: gate for i < R/2, up after */
 #pragma unroll
     for (int i = 0; i < R; i++) {
         /* a row past the last still computes (on the last row), so that
          * every lane reaches the shuffles and the barriers; it is not written */
-        const int j = j0 + i < rows ? j0 + i : rows - 1;
+        const int ii = SW && i >= RJ ? i - RJ : i;
+        const int j = j0 + ii < rows ? j0 + ii : rows - 1;
+        wi[i] = SW && i >= RJ ? set.w[1] : w;
         wrow[i] = (size_t)j * (size_t)cols;
         /* the weight is never written by a kernel: its bytes start towards
          * L2 while the kernel before this one (launched with PDL) finishes */
         if (m <= MT)
-            for (int k = k0 + 8 * lane; k < k1; k += 256) cu_prefetch_l2((const char *)w + (wrow[i] + (size_t)k) * es);
+            for (int k = k0 + 8 * lane; k < k1; k += 256)
+                cu_prefetch_l2((const char *)wi[i] + (wrow[i] + (size_t)k) * es);
     }
     CU_PDL_ENTRY();
     const int ntiles = (m + MT - 1) / MT;
@@ -160,7 +172,7 @@ mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int par
         for (int k = k0 + 8 * lane; k < k1; k += 256) {
             float wv[R][8];
 #pragma unroll
-            for (int i = 0; i < R; i++) wload8<DT>(wv[i], w, wrow[i] + (size_t)k, k, k1, vec);
+            for (int i = 0; i < R; i++) wload8<DT>(wv[i], wi[i], wrow[i] + (size_t)k, k, k1, vec);
 #pragma unroll
             for (int r = 0; r < MT; r++) {
                 if (r >= nr) break;
@@ -213,12 +225,20 @@ mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int par
         }
         __syncthreads();
         /* thread q of group g's first warp adds output q's parts in order */
-        if (p == 0 && lane < R * MT) {
+        if (p == 0 && lane < RJ * MT) {
             const int i = lane / MT, r = lane % MT, j = j0 + i;
             if (r < nr && j < rows) {
                 float v = red[g * nw][lane];
                 for (int q = 1; q < nw; q++) v = v + red[g * nw + q][lane];
-                y[(size_t)(i0 + r) * rows + j] = v;
+                if constexpr (SW) {   /* the up output of the same row j: R/2 weight rows on */
+                    const int lu = lane + RJ * MT;
+                    float u = red[g * nw][lu];
+                    for (int q = 1; q < nw; q++) u = u + red[g * nw + q][lu];
+                    y[(size_t)(i0 + r) * rows + j] = (v / (1.0f + kb_expf(-v))) * u;   /* swiglu_k's */
+                    set.y[1][(size_t)(i0 + r) * rows + j] = u;
+                } else {
+                    y[(size_t)(i0 + r) * rows + j] = v;
+                }
             }
         }
         __syncthreads();   /* red is rewritten by the next tile */
@@ -232,16 +252,19 @@ static int mm_parts(int cols) {
     return nw;
 }
 
-template <int DT, int R, int MT>
+template <int DT, int R, int MT, int SW>
 static void launch_inv(mm_set set, const float *x, int m, int cols) {
     const int nw = mm_parts(cols);
     const int part = ((cols + nw - 1) / nw + 7) / 8 * 8;
     const int G = nw >= 4 ? 1 : 4 / nw;
     int vec = cols % 8 == 0 && ((uintptr_t)x & 15) == 0;
     set.b0[0] = 0;
-    for (int t = 0; t < set.n; t++) {
-        set.b0[t + 1] = set.b0[t] + (set.rows[t] + G * R - 1) / (G * R);
-        vec = vec && ((uintptr_t)set.w[t] & 15) == 0;
+    for (int t = 0; t < set.n; t++) vec = vec && ((uintptr_t)set.w[t] & 15) == 0;
+    if (SW) {   /* one block range: each block's warps hold R/2 rows of gate and of up */
+        set.b0[1] = (set.rows[0] + G * (R / 2) - 1) / (G * (R / 2));
+        set.n = 1;
+    } else {
+        for (int t = 0; t < set.n; t++) set.b0[t + 1] = set.b0[t] + (set.rows[t] + G * R - 1) / (G * R);
     }
     const unsigned gx = (unsigned)set.b0[set.n];
     const int ntiles = (m + MT - 1) / MT;
@@ -249,22 +272,26 @@ static void launch_inv(mm_set set, const float *x, int m, int cols) {
     int gy = (int)((1024 + gx - 1) / gx);
     gy = gy < ntiles ? gy : ntiles;
     gy = gy < 65535 ? gy : 65535;
-    CU_LAUNCH((mm_inv<DT, R, MT>), dim3(gx, (unsigned)gy), (unsigned)(32 * nw * G))(set, x, m, cols, nw, part, vec);
+    CU_LAUNCH((mm_inv<DT, R, MT, SW>), dim3(gx, (unsigned)gy), (unsigned)(32 * nw * G))(set, x, m, cols, nw, part,
+                                                                                          vec);
 }
 
-template <int DT>
+template <int DT, int SW>
 static void launch_invariant(const mm_set &set, const float *x, int m, int cols) {
-    /* R, MT: accumulators per warp, chosen from m; never the order */
-    if (m == 1) launch_inv<DT, 1, 1>(set, x, m, cols);
-    else if (m <= 4) launch_inv<DT, 2, 4>(set, x, m, cols);
-    else launch_inv<DT, 4, 8>(set, x, m, cols);
+    /* R, MT: accumulators per warp, chosen from m; never the order (SW:
+     * at least a gate and an up row a warp) */
+    if (m == 1) launch_inv<DT, SW ? 2 : 1, 1, SW>(set, x, m, cols);
+    else if (m <= 4) launch_inv<DT, 2, 4, SW>(set, x, m, cols);
+    else launch_inv<DT, 4, 8, SW>(set, x, m, cols);
 }
 
-static void launch_set(const mm_set &set, kb_dtype dt, const float *x, int m, int cols) {
+static void launch_set(const mm_set &set, kb_dtype dt, const float *x, int m, int cols, int swiglu = 0) {
     switch (dt) {
-    case KB_F32: launch_invariant<KB_F32>(set, x, m, cols); break;
-    case KB_BF16: launch_invariant<KB_BF16>(set, x, m, cols); break;
-    case KB_F16: launch_invariant<KB_F16>(set, x, m, cols); break;
+    case KB_F32: swiglu ? launch_invariant<KB_F32, 1>(set, x, m, cols) : launch_invariant<KB_F32, 0>(set, x, m, cols); break;
+    case KB_BF16:
+        swiglu ? launch_invariant<KB_BF16, 1>(set, x, m, cols) : launch_invariant<KB_BF16, 0>(set, x, m, cols);
+        break;
+    case KB_F16: swiglu ? launch_invariant<KB_F16, 1>(set, x, m, cols) : launch_invariant<KB_F16, 0>(set, x, m, cols); break;
     }
 }
 
@@ -291,6 +318,31 @@ void cuda_matmul_flush(void) {
     if (!g_held.set.n) return;
     launch_set(g_held.set, g_held.dt, g_held.x, g_held.m, g_held.cols);
     g_held.set.n = 0;
+}
+
+/* The SwiGLU of a held gate/up pair (cuda_ops.cu cuda_swiglu asks first):
+ * when the held set is exactly {gate → out, up → up} of m rows of n, it is
+ * launched as one kernel with the SwiGLU in its epilogue (mm_inv SW) and
+ * the SwiGLU launch is saved; the bits of the two calls. 1 when taken. */
+int cuda_matmul_take_swiglu(float *out, const float *gate, const float *up, int m, int n) {
+    cu_lock();
+    const int ok = g_mode == MODE_INVARIANT && g_held.set.n == 2 && out == gate && g_held.m == m &&
+                   g_held.set.y[0] == gate && g_held.set.y[1] == up && g_held.set.rows[0] == n &&
+                   g_held.set.rows[1] == n && (const float *)up != g_held.x && (const float *)gate != g_held.x;
+    mm_set set;
+    const float *x = g_held.x;
+    const int cols = g_held.cols;
+    const kb_dtype dt = g_held.dt;
+    if (ok) {
+        set = g_held.set;
+        g_held.set.n = 0;   /* taken: cu_begin below must not launch it alone */
+    }
+    cu_unlock();
+    if (!ok) return 0;
+    cu_begin();
+    launch_set(set, dt, x, m, cols, 1);
+    cu_end("matmul gate/up + swiglu");
+    return 1;
 }
 
 /* 1 when the call was held (or joined what is held) */

@@ -541,7 +541,9 @@ void cu_stepbuf_push(void *p, size_t bytes) {
     pthread_mutex_unlock(&g_lock);
 }
 
-enum { REC_CACHE = 32 };
+/* a forward per shape: decode and verify at each row count a server meets, for the target and a draft
+ * model; an executable graph is a few hundred kB of host memory */
+enum { REC_CACHE = 128 };
 typedef struct {
     void *key;
     size_t key_bytes;

@@ -362,6 +362,7 @@ static unsigned grid_for(size_t n) {
 void cuda_swiglu(float *out, const float *gate, const float *up, int m, int n) {
     const size_t total = (size_t)m * (size_t)n, bytes = total * sizeof(float);
     if (!total) return;
+    if (cuda_matmul_take_swiglu(out, gate, up, m, n)) return;   /* in the gate/up matmul's epilogue */
     cu_begin();
     const float *du = (const float *)cu_in(up, bytes);
     const float *dg;

@@ -273,9 +273,9 @@ static void test_cublas(void) {
  * counts (the set's block ranges), then gate/up, then a matmul of another x
  * that must see the held results' successors run in order — each equal bit
  * for bit to the same matmul alone outside a region. */
-static void test_matmul_held(void) {
+static void test_matmul_held_m(int m) {
     use("cuda");
-    const int cols = 1024, m = 3;
+    const int cols = 1024;
     const int rows[5] = {96, 32, 32, 200, 200};
     kb_weight w[5], wd[5];
     char err[512];
@@ -297,7 +297,7 @@ static void test_matmul_held(void) {
     float *ys2[2] = {y[3], y[4]};
     const kb_weight *ws2[2] = {&wd[3], &wd[4]};
     kb_matmul_n(2, ys2, ws2, x, m);
-    kb_swiglu(y[3], y[3], y[4], m, rows[3]);   /* reads held results: they run first */
+    kb_swiglu(y[3], y[3], y[4], m, rows[3]);   /* the held gate/up's SwiGLU: in its epilogue */
     kb_matmul(z, y[3], &wod, m);                /* another x */
     kb_async_end();
     long bad = 0;
@@ -317,14 +317,22 @@ static void test_matmul_held(void) {
         bad += bits_differ(y[i], r, (size_t)m * rows[i], &e);
         free(r);
     }
-    CHECKF(bad == 0, "held matmuls: %ld elements differ from the same matmuls alone", bad);
+    CHECKF(bad == 0, "held matmuls (%d rows): %ld elements differ from the same matmuls alone", m, bad);
     for (int i = 0; i < 5; i++) { kb_free(y[i]); kb_weight_release(&wd[i]); free((void *)w[i].data); }
     kb_weight_release(&wod);
     free((void *)wo.data);
     kb_free(x); kb_free(z); free(xh);
     use("cpu");
-    printf("matmul: q/k/v and gate/up held and launched as one, then a dependent swiglu and matmul: the bits of "
-           "each alone\n");
+    printf("matmul (%d rows): q/k/v and gate/up held and launched as one, gate/up with the swiglu in its epilogue, "
+           "then a dependent matmul: the bits of each alone\n", m);
+}
+
+/* every accumulator shape of the invariant matmul (R, MT from m), the
+ * fused gate/up + SwiGLU included */
+static void test_matmul_held(void) {
+    test_matmul_held_m(1);
+    test_matmul_held_m(3);
+    test_matmul_held_m(9);
 }
 
 /* The same chain inside an async region (device buffers: the backend holds
