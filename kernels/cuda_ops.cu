@@ -59,11 +59,19 @@ __device__ __forceinline__ void rope_pair(float *pi, float *ph, float a, float b
  * token row / n_heads, rotated by the table cs/sn (q/k norm fused with
  * RoPE). Per element the operations and their order are the unfused
  * kernels': the same bits (test_cuda). */
-enum { NORM_PLAIN = 0, NORM_ADD = 1, NORM_ROPE = 2 };
+/* NORM_ROPE_STORE: NORM_ROPE on a layer's K heads, each rotated head also
+ * written to its token's KV slot (st.k), and the token's V head copied to
+ * its slot (st.v): kb_store_rows after the K norm + RoPE, in one kernel. */
+enum { NORM_PLAIN = 0, NORM_ADD = 1, NORM_ROPE = 2, NORM_ROPE_STORE = 3 };
+struct norm_store {
+    float *k, *v;         /* the layer's K and V pools */
+    const float *vsrc;    /* the V rows [tokens, n_heads·n] */
+    const int *slots;     /* each token's slot */
+};
 template <int MODE>
 __global__ void __launch_bounds__(NORM_WARPS * 32)
 rmsnorm_k(float *y, float *x, const float *a, const float *g, int m, int n, float eps, const float *cs,
-          const float *sn, int n_heads) {
+          const float *sn, int n_heads, norm_store st) {
     CU_PDL_ENTRY();
     __shared__ float buf[NORM_WARPS][NORM_GROUP];
     const int lane = (int)threadIdx.x & 31, wid = (int)threadIdx.x >> 5;
@@ -110,13 +118,25 @@ rmsnorm_k(float *y, float *x, const float *a, const float *g, int m, int n, floa
     const float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
     if (row >= m) return;
     float *yr = y + (size_t)r * n;
-    if constexpr (MODE == NORM_ROPE) {
+    if constexpr (MODE == NORM_ROPE || MODE == NORM_ROPE_STORE) {
         const int half = n / 2;
         const size_t t0 = (size_t)(r / n_heads) * half;
+        /* NORM_ROPE_STORE: the token's slot, head r % n_heads of it, for K and for V */
+        const size_t rf = (size_t)n_heads * n, tok = (size_t)(r / n_heads), head = (size_t)(r % n_heads) * n;
+        const size_t dst = MODE == NORM_ROPE_STORE ? (size_t)st.slots[tok] * rf + head : 0;
         for (int i = lane; i < half; i += 32) {   /* head_dim/64 pairs a lane (2 at 128) */
             const float u = g[i] * (xr[i] * inv), w = g[i + half] * (xr[i + half] * inv);
-            rope_pair(yr + i, yr + i + half, u, w, cs[t0 + i], sn[t0 + i]);
+            float p0, p1;
+            rope_pair(&p0, &p1, u, w, cs[t0 + i], sn[t0 + i]);
+            yr[i] = p0;
+            yr[i + half] = p1;
+            if constexpr (MODE == NORM_ROPE_STORE) {
+                st.k[dst + i] = p0;
+                st.k[dst + i + half] = p1;
+            }
         }
+        if constexpr (MODE == NORM_ROPE_STORE)
+            for (int i = lane; i < n; i += 32) st.v[dst + i] = st.vsrc[tok * rf + head + i];
     } else {
         /* every load of a group (x and the gain) before its first store:
          * y may alias g as far as the compiler knows, so a gain read after
@@ -141,9 +161,10 @@ rmsnorm_k(float *y, float *x, const float *a, const float *g, int m, int n, floa
 
 template <int MODE>
 static void launch_norm(float *y, float *x, const float *a, const float *g, int m, int n, float eps,
-                        const float *cs = NULL, const float *sn = NULL, int n_heads = 1) {
+                        const float *cs = NULL, const float *sn = NULL, int n_heads = 1,
+                        norm_store st = norm_store{NULL, NULL, NULL, NULL}) {
     CU_LAUNCH(rmsnorm_k<MODE>, (unsigned)((m + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32)(y, x, a, g, m, n, eps,
-                                                                                            cs, sn, n_heads);
+                                                                                            cs, sn, n_heads, st);
 }
 
 /* ---- held element-wise calls, fused with the next -------------------------------
@@ -157,13 +178,19 @@ static void launch_norm(float *y, float *x, const float *a, const float *g, int 
  * H200 run (Nsight Compute: an add 2.2 µs, a RoPE 2.4, a head norm 4.4). */
 __global__ void add_k(float *x, const float *y, size_t n);
 static unsigned grid_for(size_t n);
-enum { HELD_NONE = 0, HELD_NORM, HELD_ADD };
+/* HELD_NORM_ROPE: a head norm with its RoPE (one kernel, NORM_ROPE), held
+ * in turn: a KV store of those rows (kb_store_rows of K and V into their
+ * slots) that follows joins it (NORM_ROPE_STORE), one launch a layer
+ * fewer. */
+enum { HELD_NONE = 0, HELD_NORM, HELD_ADD, HELD_NORM_ROPE };
 static struct {
     int kind;
     float *x;
     const float *a, *g;
     int m, n;
     float eps;
+    const float *cs, *sn;   /* HELD_NORM_ROPE: the table (RoPE's scratch, kept until the next table) */
+    int n_heads;
 } g_op;
 
 static void hold_op(int kind, float *x, const float *a, const float *g, int m, int n, float eps) {
@@ -187,6 +214,8 @@ void cuda_ops_flush(void) {
     const int kind = g_op.kind;
     g_op.kind = HELD_NONE;
     if (kind == HELD_NORM) launch_norm<NORM_PLAIN>(g_op.x, g_op.x, NULL, g_op.g, g_op.m, g_op.n, g_op.eps);
+    else if (kind == HELD_NORM_ROPE)
+        launch_norm<NORM_ROPE>(g_op.x, g_op.x, NULL, g_op.g, g_op.m, g_op.n, g_op.eps, g_op.cs, g_op.sn, g_op.n_heads);
     else if (kind == HELD_ADD) {
         const size_t total = (size_t)g_op.m * (size_t)g_op.n;
         CU_LAUNCH(add_k, grid_for(total), 256)(g_op.x, g_op.a, total);
@@ -329,7 +358,17 @@ void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float
         }
     }
     float *dx = (float *)cu_out(x, (size_t)m * n_heads * head_dim * sizeof(float), 1);
-    if (fused) {
+    if (fused && dx == x) {   /* held in turn: a KV store of these rows may join it */
+        g_op.kind = HELD_NORM_ROPE;
+        g_op.x = dx;
+        g_op.g = ng;
+        g_op.m = m * n_heads;
+        g_op.n = head_dim;
+        g_op.eps = neps;
+        g_op.cs = cs;
+        g_op.sn = sn;
+        g_op.n_heads = n_heads;
+    } else if (fused) {
         launch_norm<NORM_ROPE>(dx, dx, NULL, ng, m * n_heads, head_dim, neps, cs, sn, n_heads);
     } else {
         const size_t threads = tab * (size_t)n_heads;
@@ -550,6 +589,21 @@ void cuda_store_rows(float *dst0, const float *src0, float *dst1, const float *s
     if (!cu_on_device(dst0) || (dst1 && !cu_on_device(dst1))) {
         fprintf(stderr, "specbed: CUDA store_rows: the destinations must be device memory\n");
         abort();
+    }
+    /* a layer's K rows, normed and rotated by the held call, and its V rows: one kernel */
+    cu_lock();
+    const int join = g_op.kind == HELD_NORM_ROPE && dst1 && g_op.x == src0 && g_op.n > 0 &&
+                     row_floats == g_op.n_heads * g_op.n && g_op.m == n * g_op.n_heads && cu_on_device(src1) &&
+                     cu_on_device(slots);
+    if (join) g_op.kind = HELD_NONE;
+    cu_unlock();
+    if (join) {
+        cu_begin();
+        const norm_store st = {dst0, dst1, src1, slots};
+        launch_norm<NORM_ROPE_STORE>(g_op.x, g_op.x, NULL, g_op.g, g_op.m, g_op.n, g_op.eps, g_op.cs, g_op.sn,
+                                     g_op.n_heads, st);
+        cu_end("rmsnorm + rope + kv store");
+        return;
     }
     cu_begin();
     const size_t rb = (size_t)n * (size_t)row_floats * sizeof(float);

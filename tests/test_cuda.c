@@ -409,6 +409,43 @@ static void test_held_ops(void) {
     CHECKF(bad == 0, "norm + rope fused: %ld elements beyond the CPU's RoPE tolerance", bad);
     CHECKF(bits_differ(xc, xg, nx, &e) == 0 && bits_differ(xbc, xbg, nx, &e) == 0,
            "add + norm fused: differs from the CPU's add then norm");
+    /* a layer's K head norm + RoPE and its K/V store into slots (device slot
+     * list): inside a region one kernel (NORM_ROPE_STORE), outside it three
+     * calls; the same K rows, K slots and V slots bit for bit */
+    {
+        const int nkv = 2, rf = nkv * hd, nslot = 9;
+        const size_t nk = (size_t)m * rf;
+        float *kv_out[2][3];
+        for (int v = 0; v < 2; v++) {
+            kv_out[v][0] = kb_alloc(nk * 4);                               /* K rows (normed, rotated in place) */
+            kv_out[v][1] = kb_alloc(sizeof(float) * (size_t)nslot * rf);   /* K pool */
+            kv_out[v][2] = kb_alloc(sizeof(float) * (size_t)nslot * rf);   /* V pool */
+            memcpy(kv_out[v][0], k0, nk * 4);
+        }
+        float *vrows = kb_alloc(nk * 4);
+        memcpy(vrows, q0, nk * 4);
+        int *slots = kb_alloc(sizeof(int) * (size_t)m);
+        slots[0] = 7; slots[1] = 2; slots[2] = 4;
+        for (int v = 0; v < 2; v++) {
+            if (v) kb_async_begin();
+            kb_rmsnorm(kv_out[v][0], kv_out[v][0], gq, m * nkv, hd, 1e-6f);
+            kb_rope(kv_out[v][0], pos, m, nkv, hd, 1e6f);
+            kb_store_rows(kv_out[v][1], kv_out[v][0], kv_out[v][2], vrows, slots, m, rf);
+            if (v) kb_async_end();
+        }
+        long dk = bits_differ(kv_out[0][0], kv_out[1][0], nk, &e) +
+                  bits_differ(kv_out[0][1], kv_out[1][1], (size_t)nslot * rf, &e) +
+                  bits_differ(kv_out[0][2], kv_out[1][2], (size_t)nslot * rf, &e);
+        int placed = 1;
+        for (int i = 0; i < m; i++)
+            placed &= !memcmp(kv_out[1][1] + (size_t)slots[i] * rf, kv_out[1][0] + (size_t)i * rf, (size_t)rf * 4) &&
+                      !memcmp(kv_out[1][2] + (size_t)slots[i] * rf, vrows + (size_t)i * rf, (size_t)rf * 4);
+        CHECKF(dk == 0 && placed, "k norm + rope + kv store fused: %ld elements differ from the calls alone%s", dk,
+               placed ? "" : ", or a row is not in its slot");
+        for (int v = 0; v < 2; v++) for (int j = 0; j < 3; j++) kb_free(kv_out[v][j]);
+        kb_free(vrows);
+        kb_free(slots);
+    }
     /* scatters: a pair to slots one distance apart (one launch), a third
      * held and then flushed by an add, a fourth to another pointer array */
     {
