@@ -206,13 +206,8 @@ int model_load(model **out, const char *dir, char *err, size_t errlen) {
         goto fail;
 
     const model_config *c = &m->cfg;
-    /* Mixture of experts: CPU only for now (moe.c's router runs on the
-     * host); refused by name elsewhere rather than computed wrong. */
-    if (config_has_experts(c) && strcmp(kb_device(), "cpu")) {
-        errf(err, errlen, "%s: a mixture-of-experts model (%s, %d experts) runs on the CPU only; the %s backend "
-             "does not support MoE yet (use --device cpu)", dir, c->architecture, c->n_experts, kb_device());
-        goto fail;
-    }
+    /* Mixture of experts: on every device (moe.c; tensor parallelism,
+     * which runs on the CPU only, refuses a device in model_load_shard) */
     if (config_has_experts(c) && moe_check_names(m->st, c, err, errlen)) goto fail;
     if (model_bind_matrix(&m->embed, m->st, "model.embed_tokens.weight", c->vocab_size,
                           c->hidden_size, err, errlen))

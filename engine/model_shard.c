@@ -127,6 +127,11 @@ kb_weight model_head_part(const kb_weight *head, int rank, int tp, int *lo, int 
 int model_load_shard(model **out, const char *dir, int rank, int tp, char *err, size_t errlen) {
     *out = NULL;
     if (tp < 1 || rank < 0 || rank >= tp) return errf(err, errlen, "tensor parallel rank %d of %d", rank, tp);
+    /* the shards slice and copy the mapping's bytes on the host; a device's
+     * uploaded weights (an MoE model's experts among them) are not sliced */
+    if (tp > 1 && strcmp(kb_device(), "cpu"))
+        return errf(err, errlen, "%s: tensor parallelism (--tp %d) runs on the CPU only; the %s backend does not "
+                    "shard a model (dense or mixture-of-experts)", dir, tp, kb_device());
     model *m;
     if (model_load(&m, dir, err, errlen)) return -1;
     if (tp == 1) { *out = m; return 0; }

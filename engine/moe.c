@@ -2,19 +2,23 @@
  * its forward over rows (see moe.h).
  *
  * Owns: the expert tables (kb_weights pointing into the checkpoint
- * mapping; nothing copied), the check that a checkpoint's MLP tensors are
+ * mapping, or on a device at their uploads: backend.h kb_weight_upload,
+ * kb_weight_upload_expert), the check that a checkpoint's MLP tensors are
  * all ones this layout reads, and the routing scratch.
- * Must not: call model.c (model.c calls this file), or run under a device
- * backend: the router's softmax, top-k and the weighted sum are host loops
- * over small rows (E and H floats), so they stay here, next to the one
- * consumer, until a device port moves them into kernels/ — model_load
- * refuses an MoE model under --device cuda until then.
+ * Must not: call model.c (model.c calls this file), or loop over
+ * activations on the host: the router's logits are the one thing the host
+ * reads (after a kb_wait: a device forward waits here once per sparse
+ * layer), for the routing's float32 softmax and top-k, whose bits the CPU
+ * defines (exp in double); the gather, the experts' matmuls and the
+ * weighted sum are backend calls (kernels/cpu_moe.c, cuda_moe.cu), the
+ * same on every device.
  *
  * Batch invariance: each expert's matmuls run over the rows routed to it,
- * gathered into a contiguous block (kb_matmul gives every row the same bits
- * whatever the number of rows); the routing is per row; and a row's output
- * is summed from zero in ascending expert index. Which other rows share an
- * expert changes only where a row sits in the gathered block. */
+ * gathered into a contiguous block (kb_matmul_grouped gives every row the
+ * bits of one kb_matmul of its expert, whatever the number of rows); the
+ * routing is per row; and a row's output is summed from zero in ascending
+ * expert index (kb_combine_rows). Which other rows share an expert changes
+ * only where a row sits in the gathered block. */
 #include "moe.h"
 #include "errmsg.h"
 
@@ -25,6 +29,13 @@
 
 void moe_weights_free(moe_weights *w) {
     if (!w) return;
+    /* device copies (on a device backend; nothing on the cpu) */
+    kb_weight_release(&w->router);
+    for (int e = 0; e < w->n_experts; e++) {
+        if (w->gate) kb_weight_release(&w->gate[e]);
+        if (w->up) kb_weight_release(&w->up[e]);
+        if (w->down) kb_weight_release(&w->down[e]);
+    }
     free(w->gate);
     free(w->up);
     free(w->down);
@@ -58,6 +69,16 @@ static int find_shaped(const st_tensor **out, const st_model *st, const char *na
                     kb_dtype_size(t->dt));
     *out = t;
     return 0;
+}
+
+/* On a device backend: w into device memory (the router; an expert where
+ * kb_set_experts_on_host says), owned by st until released. The message
+ * names the tensor. */
+static int upload(kb_weight *w, int expert, const st_model *st, const char *name, char *err, size_t errlen) {
+    if ((expert ? kb_weight_upload_expert : kb_weight_upload)(w, st, err, errlen) == 0) return 0;
+    size_t n = strlen(err ? err : "");
+    if (err && n + 1 < errlen) snprintf(err + n, errlen - n, " (tensor '%s')", name);
+    return -1;
 }
 
 /* rows × cols matrix starting at element `first` of tensor t. */
@@ -127,6 +148,17 @@ int moe_weights_bind(moe_weights **out, const st_model *st, const char *prefix, 
             }
         }
     }
+    snprintf(name, sizeof name, "%smlp.gate.weight", prefix);
+    if (upload(&w->router, 0, st, name, err, errlen)) goto fail;
+    for (int e = 0; e < E; e++) {
+        kb_weight *dst[3] = {&w->gate[e], &w->up[e], &w->down[e]};
+        static const char *const proj[3] = {"gate", "up", "down"};
+        for (int p = 0; p < 3; p++) {
+            if (w->fused) snprintf(name, sizeof name, "%s", p == 2 ? fused_d : fused_gu);
+            else snprintf(name, sizeof name, "%smlp.experts.%d.%s_proj.weight", prefix, e, proj[p]);
+            if (upload(dst[p], 1, st, name, err, errlen)) goto fail;
+        }
+    }
     *out = w;
     return 0;
 fail:
@@ -182,7 +214,7 @@ int moe_check_names(const st_model *st, const model_config *c, char *err, size_t
 
 struct moe_scratch {
     int max_rows, E, K, H, I, norm;
-    float *logits;   /* [R, E] router logits */
+    float *logits;   /* [R, E] router logits (kb_alloc'd: managed memory on cuda, read after a kb_wait) */
     float *prob;     /* [E]    one row's softmax */
     unsigned char *taken;   /* [E] */
     int *sel;        /* [R, K] chosen experts, by rank */
@@ -191,9 +223,15 @@ struct moe_scratch {
     int *fill;       /* [E] */
     int *order;      /* [R·K] rows grouped by expert, ascending row within one */
     float *ordw;     /* [R·K] the matching weights */
-    float *xg;       /* [R, H] an expert's rows, gathered */
-    float *hg, *hu;  /* [R, I] */
-    float *yo;       /* [R, H] an expert's outputs */
+    int *gstart;     /* [E + 1] the same starts, the active experts only */
+    const kb_weight **gw;   /* [2E] their gate matrices, then their up ones */
+    const kb_weight **dw;   /* [E]  their down matrices */
+    int *rslot;      /* [R, K] each row's slots in ascending expert order */
+    float *rw;       /* [R, K] the matching weights */
+    int *rfill;      /* [R] */
+    float *xg;       /* [R·K, H] the rows, gathered by expert */
+    float *hg, *hu;  /* [R·K, I] */
+    float *yo;       /* [R·K, H] the experts' outputs */
     moe_route_count count;   /* since the last moe_route_take */
 };
 
@@ -212,6 +250,12 @@ void moe_scratch_free(moe_scratch *s) {
     free(s->fill);
     free(s->order);
     free(s->ordw);
+    free(s->gstart);
+    free(s->gw);
+    free(s->dw);
+    free(s->rslot);
+    free(s->rw);
+    free(s->rfill);
     free(s);
 }
 
@@ -227,10 +271,10 @@ int moe_scratch_create(moe_scratch **out, const model_config *c, int max_rows, c
     s->norm = c->norm_topk_prob;
     size_t R = (size_t)max_rows, E = (size_t)s->E, K = (size_t)s->K, H = (size_t)s->H, I = (size_t)s->I;
     s->logits = kb_alloc(R * E * sizeof(float));
-    s->xg = kb_alloc(R * H * sizeof(float));
-    s->hg = kb_alloc(R * I * sizeof(float));
-    s->hu = kb_alloc(R * I * sizeof(float));
-    s->yo = kb_alloc(R * H * sizeof(float));
+    s->xg = kb_alloc(R * K * H * sizeof(float));
+    s->hg = kb_alloc(R * K * I * sizeof(float));
+    s->hu = kb_alloc(R * K * I * sizeof(float));
+    s->yo = kb_alloc(R * K * H * sizeof(float));
     s->prob = malloc(E * sizeof(float));
     s->taken = malloc(E);
     s->sel = malloc(R * K * sizeof(int));
@@ -239,8 +283,15 @@ int moe_scratch_create(moe_scratch **out, const model_config *c, int max_rows, c
     s->fill = malloc(E * sizeof(int));
     s->order = malloc(R * K * sizeof(int));
     s->ordw = malloc(R * K * sizeof(float));
+    s->gstart = malloc((E + 1) * sizeof(int));
+    s->gw = malloc(2 * E * sizeof *s->gw);
+    s->dw = malloc(E * sizeof *s->dw);
+    s->rslot = malloc(R * K * sizeof(int));
+    s->rw = malloc(R * K * sizeof(float));
+    s->rfill = malloc(R * sizeof(int));
     if (!s->logits || !s->xg || !s->hg || !s->hu || !s->yo || !s->prob || !s->taken || !s->sel || !s->wt ||
-        !s->start || !s->fill || !s->order || !s->ordw) {
+        !s->start || !s->fill || !s->order || !s->ordw || !s->gstart || !s->gw || !s->dw || !s->rslot || !s->rw ||
+        !s->rfill) {
         moe_scratch_free(s);
         return errf(err, errlen, "moe scratch: out of memory for %d rows", max_rows);
     }
@@ -276,14 +327,15 @@ static void route(moe_scratch *s, const float *logits, int *sel, float *wt) {
 }
 
 void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, float *y) {
-    const int E = s->E, K = s->K, H = s->H, I = s->I;
+    const int E = s->E, K = s->K, H = s->H, I = s->I, nk = n * K;
     if (n <= 0) return;
     kb_matmul(s->logits, x, &w->router, n);
+    kb_wait();   /* the routing reads the logits on the host (on the cpu: nothing to wait for) */
     for (int r = 0; r < n; r++) route(s, s->logits + (size_t)r * E, s->sel + (size_t)r * K, s->wt + (size_t)r * K);
 
     /* rows grouped by expert (a counting sort: ascending rows within each) */
     memset(s->start, 0, (size_t)(E + 1) * sizeof(int));
-    for (int i = 0; i < n * K; i++) s->start[s->sel[i] + 1]++;
+    for (int i = 0; i < nk; i++) s->start[s->sel[i] + 1]++;
     for (int e = 0; e < E; e++) {
         s->start[e + 1] += s->start[e];
         s->fill[e] = s->start[e];
@@ -294,31 +346,37 @@ void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, fl
             s->order[slot] = r;
             s->ordw[slot] = s->wt[(size_t)r * K + k];
         }
+    /* the active experts (ascending), and each row's slots in ascending
+     * expert order: the order its contributions are summed in */
+    int ng = 0;
+    for (int e = 0; e < E; e++)
+        if (s->start[e + 1] > s->start[e]) ng++;
+    memset(s->rfill, 0, (size_t)n * sizeof(int));
+    for (int e = 0, g = 0; e < E; e++) {
+        const int b = s->start[e], m = s->start[e + 1] - b;
+        if (m == 0) continue;
+        s->gstart[g] = b;
+        s->gw[g] = &w->gate[e];
+        s->gw[ng + g] = &w->up[e];
+        s->dw[g] = &w->down[e];
+        g++;
+        for (int i = b; i < b + m; i++) {
+            const int r = s->order[i], k = s->rfill[r]++;
+            s->rslot[(size_t)r * K + k] = i;
+            s->rw[(size_t)r * K + k] = s->ordw[i];
+        }
+    }
+    s->gstart[ng] = nk;
 
     s->count.calls++;
     s->count.rows += n;
-    memset(y, 0, (size_t)n * (size_t)H * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        const int b = s->start[e], m = s->start[e + 1] - b;
-        if (m == 0) continue;
-        s->count.distinct++;   /* an expert whose weights this step reads */
-        for (int i = 0; i < m; i++)
-            memcpy(s->xg + (size_t)i * H, x + (size_t)s->order[b + i] * H, (size_t)H * sizeof(float));
-        float *ys[] = {s->hg, s->hu};
-        const kb_weight *ws[] = {&w->gate[e], &w->up[e]};
-        kb_matmul_n(2, ys, ws, s->xg, m);
-        kb_swiglu(s->hg, s->hg, s->hu, m, I);
-        kb_matmul(s->yo, s->hg, &w->down[e], m);
-        /* each row's contributions arrive in ascending expert index */
-        for (int i = 0; i < m; i++) {
-            float *dst = y + (size_t)s->order[b + i] * H;
-            const float *src = s->yo + (size_t)i * H, wgt = s->ordw[b + i];
-            for (int j = 0; j < H; j++) {
-                float t = src[j] * wgt;   /* HF: expert(x) * weight, then index_add_ */
-                dst[j] += t;
-            }
-        }
-    }
+    s->count.distinct += ng;   /* the experts whose weights this step reads */
+    kb_gather_rows(s->xg, x, s->order, nk, H);
+    float *gu[2] = {s->hg, s->hu};
+    kb_matmul_grouped(2, gu, s->gw, s->xg, s->gstart, ng);
+    kb_swiglu(s->hg, s->hg, s->hu, nk, I);
+    kb_matmul_grouped(1, &s->yo, s->dw, s->hg, s->gstart, ng);
+    kb_combine_rows(y, s->yo, s->rslot, s->rw, n, K, H);
 }
 
 size_t moe_expert_bytes(const moe_weights *w) {

@@ -1,6 +1,7 @@
 /* moe.h — the sparse (mixture-of-experts) MLP of a Qwen3-MoE decoder layer:
  * the router and the experts' weights bound from a checkpoint, and their
- * forward over a set of rows (CPU only; model_load refuses MoE elsewhere).
+ * forward over a set of rows, on the CPU or the CUDA backend (the routing
+ * on the host, the rest in backend calls: moe.c).
  *
  * Weights (transformers' names under prefix "model.layers.L."):
  *   mlp.gate.weight                        router [E, H]
@@ -13,16 +14,20 @@
  *   linear(...).chunk(2): gate first):
  *     mlp.experts.gate_up_proj             [E, 2·I, H]
  *     mlp.experts.down_proj                [E, H, I]
- * Expert e's matrices are kb_weights pointing into the mapping either way,
- * so the two layouts compute bit-identical results.
+ * Expert e's matrices are kb_weights pointing into the mapping either way
+ * (on a device, at their uploads: device memory, or mapped host memory
+ * under backend.h kb_set_experts_on_host), so the two layouts compute
+ * bit-identical results.
  *
  * The forward (moe_forward): router logits = x·gateᵀ (kb_matmul); softmax in
  * float32; the top k by probability, the lower expert index winning a tie;
  * with norm_topk_prob the k weights divided by their sum; each expert a
- * SwiGLU MLP over the rows routed to it (kb_matmul, batch-invariant); each
- * row's output the weighted sum of its experts' outputs added in ascending
- * expert index from zero (the order of HF's index_add_ loop). A row's
- * arithmetic never depends on which other rows share its experts. */
+ * SwiGLU MLP over the rows routed to it (kb_matmul_grouped: every active
+ * expert in one call, each row with one kb_matmul's bits); each row's
+ * output the weighted sum of its experts' outputs added in ascending
+ * expert index from zero (the order of HF's index_add_ loop;
+ * kb_combine_rows). A row's arithmetic never depends on which other rows
+ * share its experts. */
 #ifndef SPECBED_MOE_H
 #define SPECBED_MOE_H
 #include "backend.h"
@@ -59,7 +64,8 @@ int  moe_scratch_create(moe_scratch **out, const model_config *c, int max_rows, 
 void moe_scratch_free(moe_scratch *s);
 
 /* y[n, H] = the sparse MLP of rows x[n, H] (already post_attention_layernorm'd).
- * n ≤ the scratch's max_rows. */
+ * n ≤ the scratch's max_rows. On a device it waits once (kb_wait), for the
+ * router's logits, which the host reads. */
 void moe_forward(moe_scratch *s, const moe_weights *w, const float *x, int n, float *y);
 
 /* What the routing cost: an MoE step reads the weights of the union of the

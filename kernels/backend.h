@@ -281,5 +281,47 @@ void kb_attention_idx(float *out, const float *q, const kb_kv_view *pool, const 
  * addresses may have gone). On cpu, and with graphs off, always 0. */
 int  kb_graph_begin(const void *key, size_t key_bytes);
 void kb_graph_end(void);
+/* ---- mixture of experts (engine/moe.c): a step's experts on any device ----
+ * The router's logits are read on the host (the routing's exact f32 softmax
+ * and top-k stay there, after a kb_wait); everything over activations runs
+ * where the kernels do: the rows gathered by expert, every active expert's
+ * matmuls in one call, each row's experts summed back. Index and weight
+ * arrays (idx, start, slots, w) are host memory, staged per call like
+ * kb_rope's positions. */
+
+/* dst[i, 0..row_floats) = src[idx[i], 0..row_floats) for i < n. */
+void kb_gather_rows(float *dst, const float *src, const int *idx, int n, int row_floats);
+
+/* The experts of one step: x's rows in n_groups consecutive groups (group
+ * g = rows [start[g], start[g + 1]), start[0] = 0), and for each set
+ * s < n_sets ≤ 2 and group g, ys[s][start[g].., rows] = x[start[g].., cols]
+ * · ws[s·n_groups + g]ᵀ (every weight the same rows, cols and dtype). The
+ * same bits as one kb_matmul per set and group (on cuda as kb_matmul's
+ * invariant mode, whatever kb_set_cuda_matmul says): a row's result does
+ * not depend on its group's size. On cpu one kb_matmul_n per group; on
+ * cuda one launch for all of them. */
+void kb_matmul_grouped(int n_sets, float *const ys[], const kb_weight *const ws[], const float *x,
+                       const int *start, int n_groups);
+
+/* y[r, j] = Σ_{i<k} src[slots[r·k + i], j] · w[r·k + i] for r < n, summed
+ * from zero in i order, each product rounded before it is added (t = s·w;
+ * acc += t: HF's expert(x) * weight, then index_add_). One thread of work
+ * per output element, so a row's sum never depends on the other rows. */
+void kb_combine_rows(float *y, const float *src, const int *slots, const float *w, int n, int k, int row_floats);
+
+/* Where MoE expert weights live on cuda (kb_weight_upload_expert): 0 (the
+ * default) device memory like every other weight; 1 pinned, mapped host
+ * memory that the kernels read across the bus (a model whose experts do not
+ * fit the GPU; each step then pays the bus for the experts its rows chose).
+ * Attention, the router and the dense parts stay on the device either way.
+ * Process-wide, set before a model is loaded (a loaded model keeps where its
+ * experts went). Returns 0, or -1 with a message when the device is not
+ * cuda (on the CPU every weight is in host memory already). */
+int  kb_set_experts_on_host(int on, char *err, size_t errlen);
+int  kb_experts_on_host(void);   /* 1 when set (cuda only) */
+/* kb_weight_upload for an expert's matrix: to the device, or to mapped host
+ * memory as kb_set_experts_on_host says; released like any upload
+ * (kb_weight_release, kb_weight_release_owner). On cpu does nothing. */
+int  kb_weight_upload_expert(kb_weight *w, const void *owner, char *err, size_t errlen);
 
 #endif

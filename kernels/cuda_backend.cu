@@ -4,7 +4,7 @@
  * device's checks (cuda_mem.cu cu_start), then the flushes of held calls.
  * Must not: hold state or launch anything itself.
  * The calls between the backend's files run one way, device.c → here →
- * the compute files (cuda_matmul.cu, cuda_ops.cu) → the stream layer
+ * the compute files (cuda_matmul.cu, cuda_ops.cu, cuda_moe.cu) → the stream layer
  * (cuda_mem.cu), and this is the only file that names both sides: the
  * table lists compute and memory entries alike, and the stream layer
  * learns of the compute files' held calls only through cu_on_flush
@@ -17,6 +17,8 @@ static const kb_cuda_ops OPS = {
     cuda_attention_spans, cuda_set_matmul, cuda_matmul_mode, cu_set_graphs, cu_graphs, cu_async_begin, cu_async_end,
     cu_wait, cu_counts, cu_set_pdl, cu_pdl_state, cu_stepbuf_create, cu_stepbuf_free, cu_stepbuf_host,
     cu_stepbuf_dev, cu_stepbuf_push, cuda_store_rows, cuda_attention_idx, cu_graph_begin, cu_graph_end,
+    cuda_gather_rows, cuda_matmul_grouped, cuda_combine_rows, cuda_set_experts_on_host, cuda_experts_on_host,
+    cuda_weight_upload_expert, cuda_expert_release, cuda_expert_release_owner,
 };
 
 extern "C" int cuda_backend_init(const kb_cuda_ops **ops, char *err, size_t errlen) {

@@ -130,7 +130,7 @@ void  cu_graph_end(void);
  * leans on work queued before it. */
 unsigned long cu_region(void);
 
-/* compute entry points (cuda_matmul.cu, cuda_ops.cu) */
+/* compute entry points (cuda_matmul.cu, cuda_ops.cu, cuda_moe.cu) */
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);
 int  cuda_set_matmul(const char *mode);
 const char *cuda_matmul_mode(void);
@@ -148,6 +148,16 @@ void cuda_store_rows(float *dst0, const float *src0, float *dst1, const float *s
                      int row_floats);
 void cuda_attention_idx(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
                         const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale);
+/* mixture of experts (cuda_moe.cu) */
+void cuda_gather_rows(float *dst, const float *src, const int *idx, int n, int row_floats);
+void cuda_matmul_grouped(int n_sets, float *const ys[], const kb_weight *const ws[], const float *x,
+                         const int *start, int n_groups);
+void cuda_combine_rows(float *y, const float *src, const int *slots, const float *w, int n, int k, int row_floats);
+void cuda_set_experts_on_host(int on);
+int  cuda_experts_on_host(void);
+int  cuda_weight_upload_expert(kb_weight *w, const void *owner, char *err, size_t errlen);
+void cuda_expert_release(kb_weight *w);
+void cuda_expert_release_owner(const void *owner);
 
 /* A kernel launch, `CU_LAUNCH(kernel, grid, block)(args...)`; a template
  * kernel goes in parentheses. One spelling for every launch, so that

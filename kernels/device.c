@@ -109,10 +109,16 @@ int kb_weight_upload(kb_weight *w, const void *owner, char *err, size_t errlen) 
     return kb_dev_active->weight_upload(w, owner, err, errlen);
 }
 
+/* An expert's matrix may be in mapped host memory (cuda_moe.cu's uploads,
+ * backend.h kb_set_experts_on_host): each side frees only what it made. */
 void kb_weight_release(kb_weight *w) {
-    if (kb_dev_cuda && w) kb_dev_cuda->weight_release(w);
+    if (!kb_dev_cuda || !w) return;
+    kb_dev_cuda->weight_release(w);
+    if (w->data) kb_dev_cuda->expert_release(w);
 }
 
 void kb_weight_release_owner(const void *owner) {
-    if (kb_dev_cuda) kb_dev_cuda->weight_release_owner(owner);
+    if (!kb_dev_cuda) return;
+    kb_dev_cuda->weight_release_owner(owner);
+    kb_dev_cuda->expert_release_owner(owner);
 }

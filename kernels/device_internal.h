@@ -70,6 +70,19 @@ typedef struct {
                            const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale);
     int   (*graph_begin)(const void *key, size_t key_bytes);
     void  (*graph_end)(void);
+    /* mixture of experts (cuda_moe.cu): backend.h's semantics; expert
+     * weights in mapped host memory are released by their own calls
+     * (kb_weight_release asks both: each frees only what it uploaded) */
+    void  (*gather_rows)(float *dst, const float *src, const int *idx, int n, int row_floats);
+    void  (*matmul_grouped)(int n_sets, float *const ys[], const kb_weight *const ws[], const float *x,
+                            const int *start, int n_groups);
+    void  (*combine_rows)(float *y, const float *src, const int *slots, const float *w, int n, int k,
+                          int row_floats);
+    void  (*set_experts_on_host)(int on);
+    int   (*experts_on_host)(void);
+    int   (*weight_upload_expert)(kb_weight *w, const void *owner, char *err, size_t errlen);
+    void  (*expert_release)(kb_weight *w);
+    void  (*expert_release_owner)(const void *owner);
 } kb_cuda_ops;
 
 extern const kb_cuda_ops *kb_dev_active;   /* non-NULL while the device is cuda */

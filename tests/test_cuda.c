@@ -47,7 +47,17 @@
  * CPU's, and speculation on vs off under --device cuda (tests/lossless.c,
  * as test_spec_lossless does on the CPU), each drafter drafting and
  * accepted exactly as the same drafter on the CPU (a device buffer read
- * too early would change drafts without breaking losslessness). */
+ * too early would change drafts without breaking losslessness).
+ * Then mixture of experts (the section alone: `test_cuda moe`): the
+ * grouped expert matmul bit-identical to one kb_matmul per expert, with
+ * the experts in device or mapped host memory; gather and combine the
+ * CPU's bits; on tests/fixtures/qwen3-moe-tiny (and its fused and
+ * norm_topk_prob false variants) CUDA vs CPU logits as for the dense
+ * fixture, a row's logits bit-identical in one prefill, decoded alone and
+ * beside another sequence's rows, greedy generation equal to the CPU's,
+ * speculation on = off (ngram, draft(self)), and the experts in mapped
+ * host memory (kb_set_experts_on_host) giving the device's logits bit for
+ * bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1097,7 +1107,285 @@ static void test_engine(void) {
     gen_engine_free(eg);
 }
 
-int main(void) {
+/* ---- mixture of experts ------------------------------------------------------------------ */
+
+#define MOE_FIX "tests/fixtures/qwen3-moe-tiny"
+
+/* The grouped expert matmul against one kb_matmul per expert on cuda:
+ * bit-identical (cuda_moe.cu gives every output mm_inv's order), for each
+ * dtype, a width that takes the element-by-element path (37), one part
+ * (520) and four (2056), groups of 3, 1, 6 and 9 rows (tiles of x rows
+ * whole and partial, and a group of 9 that kb_matmul runs through its
+ * transposed reduction); then the same experts in mapped host memory
+ * (kb_set_experts_on_host): the same bits. */
+static void test_moe_grouped(void) {
+    static const int owner;
+    static const struct { kb_dtype dt; int rows, cols; } cases[3] = {{KB_F32, 19, 37}, {KB_BF16, 24, 520},
+                                                                     {KB_F16, 9, 2056}};
+    const int start[5] = {0, 3, 4, 10, 19}, ng = 4, m = 19;
+    char err[512];
+    use("cuda");
+    for (int c = 0; c < 3; c++) {
+        const int rows = cases[c].rows, cols = cases[c].cols;
+        float *x = random_floats((size_t)m * cols, 1.0f);
+        float *ref[2], *dev[2], *host[2];
+        for (int t = 0; t < 2; t++) {
+            ref[t] = calloc((size_t)m * rows, sizeof(float));
+            dev[t] = calloc((size_t)m * rows, sizeof(float));
+            host[t] = calloc((size_t)m * rows, sizeof(float));
+        }
+        for (int on_host = 0; on_host < 2; on_host++) {
+            CHECKF(kb_set_experts_on_host(on_host, err, sizeof err) == 0, "%s", err);
+            kb_weight w[8];
+            const kb_weight *ws[8];
+            tc_rng = 0x1234 + (uint64_t)c;   /* the same weights both times */
+            for (int i = 0; i < 2 * ng; i++) {
+                w[i] = random_weight(cases[c].dt, rows, cols);
+                void *src = (void *)w[i].data;
+                CHECKF(kb_weight_upload_expert(&w[i], &owner, err, sizeof err) == 0, "%s", err);
+                CHECK(w[i].data != src);
+                free(src);
+                ws[i] = &w[i];
+            }
+            float **out = on_host ? host : dev;
+            kb_matmul_grouped(2, out, ws, x, start, ng);
+            if (!on_host)
+                for (int t = 0; t < 2; t++)
+                    for (int g = 0; g < ng; g++)
+                        kb_matmul(ref[t] + (size_t)start[g] * rows, x + (size_t)start[g] * cols, ws[t * ng + g],
+                                  start[g + 1] - start[g]);
+            for (int i = 0; i < 2 * ng; i++) kb_weight_release(&w[i]);
+        }
+        CHECK(kb_set_experts_on_host(0, err, sizeof err) == 0);
+        double e1, e2;
+        long d1 = 0, d2 = 0;
+        for (int t = 0; t < 2; t++) {
+            d1 += bits_differ(ref[t], dev[t], (size_t)m * rows, &e1);
+            d2 += bits_differ(dev[t], host[t], (size_t)m * rows, &e2);
+        }
+        CHECKF(d1 == 0, "grouped matmul %s [%d, %d]: %ld outputs differ from one kb_matmul per expert",
+               dt_name(cases[c].dt), rows, cols, d1);
+        CHECKF(d2 == 0, "grouped matmul %s [%d, %d]: experts on the host differ from on the device in %ld outputs",
+               dt_name(cases[c].dt), rows, cols, d2);
+        for (int t = 0; t < 2; t++) { free(ref[t]); free(dev[t]); free(host[t]); }
+        free(x);
+    }
+    printf("moe: grouped expert matmul = one kb_matmul per expert, bit for bit (f32/bf16/f16; 1 and 4 parts); "
+           "experts in mapped host memory give the same bits\n");
+    /* on the cpu the flag is refused (every weight is in host memory there) */
+    use("cpu");
+    CHECK(kb_set_experts_on_host(1, err, sizeof err) == -1 && strstr(err, "cuda"));
+    use("cuda");
+
+    /* gather and combine: the CPU's bits (copies; products and sums in its order) */
+    const int rf = 37, ns = 15, n = 5, k = 3;
+    float *src = random_floats((size_t)ns * rf, 2.0f), *w = random_floats((size_t)n * k, 1.0f);
+    int idx[14], slots[15];
+    for (int i = 0; i < 14; i++) idx[i] = (int)(rnd() % (unsigned)ns);
+    for (int i = 0; i < n * k; i++) slots[i] = (i * 7 + 3) % ns;
+    float *gc = calloc((size_t)14 * rf, sizeof(float)), *gg = calloc((size_t)14 * rf, sizeof(float));
+    float *cc = calloc((size_t)n * rf, sizeof(float)), *cg = calloc((size_t)n * rf, sizeof(float));
+    use("cpu");
+    kb_gather_rows(gc, src, idx, 14, rf);
+    kb_combine_rows(cc, src, slots, w, n, k, rf);
+    use("cuda");
+    kb_gather_rows(gg, src, idx, 14, rf);
+    kb_combine_rows(cg, src, slots, w, n, k, rf);
+    double e;
+    CHECKF(bits_differ(gc, gg, (size_t)14 * rf, &e) == 0, "kb_gather_rows: CUDA differs from the CPU");
+    CHECKF(bits_differ(cc, cg, (size_t)n * rf, &e) == 0, "kb_combine_rows: CUDA differs from the CPU (max %g)", e);
+    printf("moe: gather and combine give the CPU's bits\n");
+    free(src); free(w); free(gc); free(gg); free(cc); free(cg);
+}
+
+static int make_moe_engine(gen_engine **e, const char *dev, const char *dir, int experts_on_host) {
+    use(dev);
+    char err[1024];
+    if (!strcmp(dev, "cuda") && kb_set_experts_on_host(experts_on_host, err, sizeof err)) {
+        CHECKF(0, "kb_set_experts_on_host: %s", err);
+        return -1;
+    }
+    gen_engine_opts eo = {.model_dir = tu_path(dir), .max_seqs = 8, .max_batch_rows = 320, .max_seq_len = 512};
+    int rc = gen_engine_create(e, &eo, err, sizeof err);
+    if (!strcmp(dev, "cuda")) kb_set_experts_on_host(0, err, sizeof err);
+    if (rc) CHECKF(0, "%s engine on %s: %s", dev, dir, err);
+    return rc;
+}
+
+/* logits[rows of A, V] of sequence A's tokens toks[0, n) fed in chunks
+ * ca[], each beside a chunk cb[] of another sequence B (tokens tb) in the
+ * same forward (B's chunk first when b_first). */
+static int moe_chunked_logits(gen_engine *e, const int *toks, const int *tb, const int *ca, const int *cb, int steps,
+                              int b_first, float *logits) {
+    char err[1024];
+    const int V = e->m->cfg.vocab_size;
+    int sa = kv_seq_new(e->kv), sb = kv_seq_new(e->kv), pa = 0, pb = 0, rc = 0, rows[64];
+    for (int t = 0; t < steps && !rc; t++) {
+        fwd_span sp[2];
+        fwd_span a = {.seq = sa, .n = ca[t], .tokens = toks + pa}, b = {.seq = sb, .n = cb[t], .tokens = tb + pb};
+        int ns = 0, a0 = 0;
+        if (b_first && cb[t]) { sp[ns++] = b; a0 = cb[t]; }
+        sp[ns++] = a;
+        if (!b_first && cb[t]) sp[ns++] = b;
+        for (int i = 0; i < ca[t]; i++) rows[i] = a0 + i;
+        fwd_batch bt = {.spans = sp, .n_spans = ns};
+        fwd_out o = {.logit_rows = rows, .n_logit_rows = ca[t], .logits = logits + (size_t)pa * V};
+        rc = fwd_run(e->fwd, e->kv, &bt, &o, err, sizeof err);
+        CHECKF(!rc, "fwd_run: %s", err);
+        pa += ca[t];
+        pb += cb[t];
+    }
+    kv_seq_free(e->kv, sa);
+    kv_seq_free(e->kv, sb);
+    return rc;
+}
+
+/* The engine on the MoE fixtures under --device cuda: logits against the
+ * CPU's (per-expert, fused and norm_topk_prob false layouts: argmax equal
+ * at every row, max |Δ| ≤ 1e-4, as the dense fixture), a row's logits
+ * bit-identical alone (decode), in one prefill and beside another
+ * sequence's rows (which changes which rows share its experts), greedy
+ * generation equal to the CPU's, speculation on ≡ off with an MoE target,
+ * and the experts in mapped host memory giving the device's bits. */
+static void test_moe_engine(void) {
+    static const char *const dirs[3] = {MOE_FIX, "tests/fixtures/qwen3-moe-tiny-fused",
+                                        "tests/fixtures/qwen3-moe-tiny-nonorm"};
+    const int n = 200;
+    int toks[200], tb[200];
+    int identical = 1;
+    for (int d = 0; d < 3; d++) {
+        gen_engine *ec = NULL, *eg = NULL;
+        if (make_moe_engine(&ec, "cpu", dirs[d], 0) || make_moe_engine(&eg, "cuda", dirs[d], 0)) {
+            use("cpu"); gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return;
+        }
+        const int V = ec->m->cfg.vocab_size;
+        for (int i = 0; i < n; i++) toks[i] = (int)((i * 2654435761u + 5u) % (unsigned)V);
+        float *lc = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
+        use("cpu");
+        int rc = prefill_logits(ec, toks, n, lc);
+        use("cuda");
+        rc |= prefill_logits(eg, toks, n, lg);
+        if (!rc) {
+            double maxd = 0;
+            int argmax_bad = 0;
+            for (int r = 0; r < n; r++) {
+                const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
+                int ia = 0, ib = 0;
+                for (int j = 0; j < V; j++) {
+                    if (a[j] > a[ia]) ia = j;
+                    if (b[j] > b[ib]) ib = j;
+                    double dd = fabs((double)a[j] - b[j]);
+                    if (dd != dd || dd > maxd) maxd = dd;
+                }
+                argmax_bad += ia != ib;
+            }
+            double e;
+            long nd = bits_differ(lc, lg, (size_t)n * V, &e);
+            identical &= nd == 0;
+            CHECKF(argmax_bad == 0, "%s: argmax differs from the CPU at %d of %d rows", dirs[d], argmax_bad, n);
+            CHECKF(maxd <= 1e-4, "%s: max |logit difference| %g > 1e-4", dirs[d], maxd);
+            printf("moe %s logits (200-token prefill): argmax equal at every row, max |d| %g, %ld of %ld "
+                   "bit-different\n", dirs[d], maxd, nd, (long)n * V);
+        }
+        if (d == 0 && !rc) {
+            /* batch invariance on cuda: decode one row at a time, and in
+             * chunks beside another sequence (before and after it) */
+            const int na = 24;
+            static const int ones[24] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+            static const int zeros[24];
+            static const int ca[5] = {8, 5, 1, 1, 9}, cb[5] = {3, 7, 2, 6, 6};
+            for (int i = 0; i < n; i++) tb[i] = (int)((i * 40503u + 17u) % (unsigned)V);
+            float *l1 = malloc(sizeof(float) * (size_t)na * V), *l2 = malloc(sizeof(float) * (size_t)na * V);
+            float *l3 = malloc(sizeof(float) * (size_t)na * V);
+            rc = moe_chunked_logits(eg, toks, tb, ones, zeros, na, 0, l1) ||
+                 moe_chunked_logits(eg, toks, tb, ca, cb, 5, 0, l2) ||
+                 moe_chunked_logits(eg, toks, tb, ca, cb, 5, 1, l3);
+            if (!rc) {
+                double e;
+                long d12 = bits_differ(lg, l1, (size_t)na * V, &e), d13 = bits_differ(lg, l2, (size_t)na * V, &e);
+                long d14 = bits_differ(lg, l3, (size_t)na * V, &e);
+                CHECKF(d12 == 0 && d13 == 0 && d14 == 0, "moe batch invariance on cuda: a row's logits differ "
+                       "between one prefill and decode (%ld), chunks beside another sequence (%ld after it, %ld "
+                       "before)", d12, d13, d14);
+                printf("moe batch invariance on cuda: 24 rows bit-identical in one prefill, decoded one by one, and "
+                       "in chunks beside another sequence\n");
+            }
+            free(l1); free(l2); free(l3);
+            /* the experts in mapped host memory: the device's bits */
+            gen_engine *eh = NULL;
+            if (!make_moe_engine(&eh, "cuda", dirs[d], 1)) {
+                float *lh = malloc(sizeof(float) * (size_t)n * V);
+                if (!prefill_logits(eh, toks, n, lh)) {
+                    double e;
+                    long nd = bits_differ(lg, lh, (size_t)n * V, &e);
+                    CHECKF(nd == 0, "moe: experts in host memory change %ld logits", nd);
+                    printf("moe: experts in mapped host memory give the device's logits bit for bit\n");
+                }
+                free(lh);
+                gen_engine_free(eh);
+            }
+        }
+        free(lc);
+        free(lg);
+        if (d == 0) {
+            /* greedy generation, then speculation on vs off, on the MoE target */
+            static int prompts[LL_NP][LL_MAXP];
+            int lens[LL_NP];
+            ll_synthetic_prompts(V, prompts, lens);
+            const int *pp[LL_NP];
+            for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
+            gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
+            gen_result rcpu[LL_NP], rgpu[LL_NP];
+            char err[1024];
+            use("cpu");
+            int ok = !gen_run(ec, pp, lens, LL_NP, &gp, NULL, NULL, rcpu, NULL, err, sizeof err);
+            CHECKF(ok, "cpu gen_run: %s", err);
+            use("cuda");
+            ok = ok && !gen_run(eg, pp, lens, LL_NP, &gp, NULL, NULL, rgpu, NULL, err, sizeof err);
+            CHECKF(ok, "cuda gen_run: %s", err);
+            if (ok) {
+                int same = 0;
+                for (int i = 0; i < LL_NP; i++)
+                    same += rcpu[i].n_tokens == rgpu[i].n_tokens &&
+                            !memcmp(rcpu[i].tokens, rgpu[i].tokens, sizeof(int) * (size_t)rcpu[i].n_tokens);
+                CHECKF(same == LL_NP, "moe: greedy output on CUDA differs from the CPU's for %d of %d prompts",
+                       LL_NP - same, LL_NP);
+                printf("moe greedy generation: %d of %d prompts give the CPU's tokens\n", same, LL_NP);
+                gen_results_free(rcpu, LL_NP);
+                gen_results_free(rgpu, LL_NP);
+            }
+            static const int depths[2] = {1, 3}, batches[2] = {1, 3};
+            ll_config cfgs[2] = {{"cuda moe ngram", {.name = "ngram"}, 0, NULL},
+                                 {"cuda moe draft(self)", {.name = "draft", .draft_model = tu_path(MOE_FIX),
+                                                           .max_seqs = 8}, 1, NULL}};
+            for (int c = 0; c < 2; c++) {
+                spec_counters kc[2], kg[2];
+                char label[64];
+                snprintf(label, sizeof label, "cpu%s", cfgs[c].label + 4);
+                ll_config cc = cfgs[c];
+                cc.label = label;
+                use("cpu");
+                ll_check_counts(ec, &cc, prompts, lens, depths, 2, batches, 2, kc);
+                use("cuda");
+                long tokens = ll_check_counts(eg, &cfgs[c], prompts, lens, depths, 2, batches, 2, kg);
+                printf("%s: %ld tokens compared, spec on = spec off\n", cfgs[c].label, tokens);
+                CHECKF(tokens >= 500, "%s: only %ld tokens compared", cfgs[c].label, tokens);
+                if (identical) same_drafts(cfgs[c].label, kc, kg, 2);
+            }
+        }
+        use("cpu");
+        gen_engine_free(ec);
+        use("cuda");
+        gen_engine_free(eg);
+    }
+}
+
+static void test_moe_cuda(void) {
+    test_moe_grouped();
+    test_moe_engine();
+}
+
+int main(int argc, char **argv) {
     char err[512];
     if (kb_set_device("cuda", err, sizeof err)) return tu_skip("test_cuda", err);
     printf("CUDA device found; matmul mode %s\n", kb_cuda_matmul());
@@ -1105,6 +1393,11 @@ int main(void) {
     /* the CPU reference: the AVX2 order (scalar gives the same bits) */
     if (kb_set_cpu_path(kb_cpu_path_supported("avx2") ? "avx2" : "scalar")) CHECK(0);
     printf("CPU reference path: %s\n", kb_cpu_path());
+    if (argc > 1 && !strcmp(argv[1], "moe")) {   /* the mixture-of-experts section alone */
+        test_moe_cuda();
+        use("cpu");
+        return tu_done("test_cuda");
+    }
     test_memory();
     test_stream_order();   /* first: the staging ring is still at its first size */
     test_matmul();
@@ -1117,6 +1410,7 @@ int main(void) {
     test_rope_table();
     test_attention();
     test_engine();
+    test_moe_cuda();
     use("cpu");
     return tu_done("test_cuda");
 }

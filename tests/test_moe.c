@@ -10,7 +10,7 @@
  *     accepted: the bonus path) and with the dense qwen3-tied fixture (same
  *     tokenizer; rejections), depths 1, 2, 3, 5, 8, batches 1, 3 and 8;
  *   - what is not supported is refused by name, never computed: tensor
- *     parallelism, the CUDA backend (where one is built and visible), and
+ *     parallelism under the CUDA backend (where one is built and visible), and
  *     checkpoints with MLP tensors the layout does not read (a shared
  *     expert, an expert index ≥ num_experts, experts on a dense layer, both
  *     layouts at once).
@@ -198,11 +198,15 @@ static void test_refusals(void) {
     }
     printf("  tp 2    -> experts split 32 -> 16 per rank, router whole\n");
 
-    /* the CUDA backend, where this build has one and a GPU is visible */
+    /* the CUDA backend, where this build has one and a GPU is visible: the
+     * model loads (test_cuda runs it), tensor parallelism is refused */
     if (kb_set_device("cuda", err, sizeof err) == 0) {
-        CHECK(model_load(&m, tu_path(MOE), err, sizeof err) != 0 && !m);
-        printf("  cuda    -> %s\n", err);
-        CHECKF(strstr(err, "mixture-of-experts") && strstr(err, "cuda"), "%s", err);
+        CHECKF(model_load(&m, tu_path(MOE), err, sizeof err) == 0 && m, "cuda: %s", err);
+        model_free(m);
+        m = NULL;
+        CHECK(model_load_shard(&m, tu_path(MOE), 1, 2, err, sizeof err) != 0 && !m);
+        printf("  cuda tp 2 -> %s\n", err);
+        CHECKF(strstr(err, "tensor parallelism") && strstr(err, "cuda"), "%s", err);
         CHECK(kb_set_device("cpu", err, sizeof err) == 0);
     } else {
         printf("  cuda    -> not checked here (%s)\n", err);

@@ -159,8 +159,10 @@ static void moe_tables(FILE *csv, const int *batches, int nb, int max_r, double 
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *device = "cpu", *text = NULL;
     int reps = 5, ctx = 256, tp = 1, max_r = 8, max_b = 16, prefill = 0, batches[3] = {1, 4, 16}, n_batches = 3;
+    int experts_on_host = 0;
     static const char usage[] = "usage: bench_engine --model DIR [--out FILE.csv] [--reps N] [--ctx N] [--max-rows R]\n"
-                                "                    [--tp N] [--device cpu|cuda] [--max-batch B] [--prefill N] [--text WORKLOAD]\n"
+                                "                    [--tp N] [--device cpu|cuda] [--experts-on-host] [--max-batch B] [--prefill N]\n"
+                                "                    [--text WORKLOAD]\n"
                                 "                    [--curve-batches LIST (the cost curve's batches, at most 3 of 1..16; default 1,4,16)]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
                                 " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
@@ -168,6 +170,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+        if (!strcmp(a, "--experts-on-host")) { experts_on_host = 1; continue; }   /* cli_device.h */
         if (!(v = opt_value("bench_engine", argc, argv, &i))) return 2;
         if (!strcmp(a, "--model")) dir = v;
         else if (!strcmp(a, "--out")) out = v;
@@ -189,7 +192,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_engine: --model DIR is required\n%s", usage);
         return 2;
     }
-    if (cli_device_select("bench_engine", device, tp)) return 1;
+    if (cli_device_select_experts("bench_engine", device, tp, experts_on_host)) return 1;
     char err[1024];
     enum { MAXB = 16, MAXR = 16, MAXD = 64 };   /* buffers; the curve runs rows 1..max_r, batched decode to max_b */
     gen_engine *e;

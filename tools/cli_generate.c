@@ -22,7 +22,7 @@
 
 typedef struct {
     const char *model_dir, *prompt, *prompt_file, *stats_json, *device;
-    int max_tokens, top_k, ignore_eos, depth, tp;
+    int max_tokens, top_k, ignore_eos, depth, tp, experts_on_host;
     drafter_opts dr;
     vpolicy_args verify;
     float temperature, top_p;
@@ -77,6 +77,7 @@ static void help(FILE *f) {
         "  --tp N              tensor parallelism over N processes; start as\n"
         "                      `mpirun -np N specbed generate ... --tp N` (default 1)\n"
         CLI_DEVICE_HELP
+        CLI_EXPERTS_HELP
         "  -h, --help          this text\n");
 }
 
@@ -87,6 +88,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--experts-on-host")) o->experts_on_host = 1;
         else if (!strcmp(a, "--model")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->model_dir = v; }
         else if (!strcmp(a, "--prompt")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { if (!(v = opt_value(CMD, argc, argv, &i))) return -1; o->prompt_file = v; }
@@ -194,7 +196,7 @@ int cli_generate(int argc, char **argv) {
         prompt_len = strlen(o.prompt);
     }
     const char *prompt = prompt_buf ? prompt_buf : o.prompt;
-    if (cli_device_select(CMD, o.device, o.tp)) { free(prompt_buf); return 1; }
+    if (cli_device_select_experts(CMD, o.device, o.tp, o.experts_on_host)) { free(prompt_buf); return 1; }
 
     double t0 = gen_now();
     gen_engine *e;

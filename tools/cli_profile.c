@@ -41,13 +41,14 @@ static void help(FILE *f) {
         "                      experts their rows route to (default: hashed token ids)\n"
         "  --tp N              tensor parallelism over N processes (under `mpirun -np N`);\n"
         "                      the table records the degree (default 1)\n"
-        CLI_DEVICE_HELP);
+        CLI_DEVICE_HELP
+        CLI_EXPERTS_HELP);
 }
 
 int cli_profile(int argc, char **argv) {
     const char *model_dir = NULL, *out = NULL, *device = "cpu", *text = NULL;
     drafter_opts dop = {.name = "none", .max_seqs = 8};
-    int max_rows = 128, history = 256, reps = 5, tp = 1;
+    int max_rows = 128, history = 256, reps = 5, tp = 1, experts_on_host = 0;
     spec_cli given = {.dspark_model = -1};   /* speculation options given (spec_cli_check) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -61,6 +62,7 @@ int cli_profile(int argc, char **argv) {
         else if (!strcmp(a, "--history")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1 << 20, &history)) return 2; }
         else if (!strcmp(a, "--tp")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 64, &tp)) return 2; }
         else if (!strcmp(a, "--device")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; device = v; if (cli_device_check(CMD, v)) return 2; }
+        else if (!strcmp(a, "--experts-on-host")) experts_on_host = 1;
         else if (!strcmp(a, "--text")) { if (!(v = opt_value(CMD, argc, argv, &i))) return 2; text = v; }
         else if (!strcmp(a, "--reps")) { if (!(v = opt_value(CMD, argc, argv, &i)) || opt_int(CMD, a, v, 1, 1000, &reps)) return 2; }
         else { fprintf(stderr, "specbed profile: unknown option '%s' (see --help)\n", a); return 2; }
@@ -71,7 +73,7 @@ int cli_profile(int argc, char **argv) {
     if (spec_cli_check(&given, err, sizeof err)) { fprintf(stderr, CMD ": %s\n", err); return 2; }
     /* the table is written after minutes of measuring: a destination that cannot take it fails now */
     if (outfile_check(out, err, sizeof err)) { fprintf(stderr, CMD ": --out %s\n", err); return 1; }
-    if (cli_device_select(CMD, device, tp)) return 1;
+    if (cli_device_select_experts(CMD, device, tp, experts_on_host)) return 1;
     gen_engine *e;
     gen_engine_opts eo = {.model_dir = model_dir, .max_seqs = 8, .max_batch_rows = max_rows > 64 ? max_rows : 64,
                           .max_seq_len = history + max_rows + 64};

@@ -92,6 +92,9 @@ static void help(FILE *f) {
         "                            (SPECBED_CUDA_MATMUL=cublas: cuBLAS matmuls, fast, not batch-invariant;\n"
         "                            SPECBED_CUDA_GRAPHS=0: no CUDA graphs; SPECBED_CUDA_PDL=0: no programmatic\n"
         "                            dependent launch)\n"
+        "  --experts-on-host         with --device cuda, a mixture-of-experts model's expert weights in\n"
+        "                            pinned host memory that the GPU reads across the bus (attention,\n"
+        "                            router and dense layers on the GPU); refused on the cpu\n"
         "  -h, --help                this text\n"
         "\n"
         "Request fields: model, prompt (completions: string or token ids) / messages (chat),\n"
@@ -107,7 +110,7 @@ static void help(FILE *f) {
         "prefilled, as vLLM does, so TTFT taken at the first chunk includes prefill.\n");
 }
 
-static int parse(int argc, char **argv, server_opts *o, int *tp, const char **device) {
+static int parse(int argc, char **argv, server_opts *o, int *tp, const char **device, int *experts_on_host) {
     server_opts_default(o);
     spec_cli given = {.dspark_model = -1};   /* speculation options given (spec_cli_check) */
     for (int i = 1; i < argc; i++) {
@@ -116,6 +119,7 @@ static int parse(int argc, char **argv, server_opts *o, int *tp, const char **de
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); exit(0); }
 #define VAL() if (!(v = opt_value(CMD, argc, argv, &i))) return -1
         else if (!strcmp(a, "--model")) { VAL(); o->model_dir = v; }
+        else if (!strcmp(a, "--experts-on-host")) *experts_on_host = 1;
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->served_name = v; }
         else if (!strcmp(a, "--drafter")) { VAL(); o->dr.name = v; }
         else if (!strcmp(a, "--draft-model")) { VAL(); o->dr.draft_model = v; given.draft_model = 1; }
@@ -185,8 +189,9 @@ int cli_serve(int argc, char **argv) {
     server_opts o;
     int tp = 1;
     const char *device = "cpu";
-    if (parse(argc, argv, &o, &tp, &device)) return 2;
-    if (cli_device_select(CMD, device, tp)) return 1;
+    int experts_on_host = 0;
+    if (parse(argc, argv, &o, &tp, &device, &experts_on_host)) return 2;
+    if (cli_device_select_experts(CMD, device, tp, experts_on_host)) return 1;
     /* Signals are taken synchronously by this thread; every thread the
      * server (and MPI, under --tp) starts inherits the blocked mask. */
     sigset_t set;

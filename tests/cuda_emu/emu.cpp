@@ -240,6 +240,22 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
     return e;
 }
 cudaError_t cudaFreeHost(void *p) { return untrack(p, cudaMemoryTypeHost, "cudaFreeHost"); }
+/* Pinned memory is host memory a kernel may read (emu_check_device_arg
+ * accepts it); mapped, its device pointer is its host pointer (unified
+ * addressing, every 64-bit CUDA platform). */
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    return cudaMallocHost(p, bytes);
+}
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags) {
+    (void)flags;
+    *d = NULL;
+    cudaPointerAttributes a;
+    cudaPointerGetAttributes(&a, h);
+    if (a.type != cudaMemoryTypeHost) return cudaErrorInvalidValue;
+    *d = h;
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k) {
     (void)k;
     not_capturing("cudaMemcpy");

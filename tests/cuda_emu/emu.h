@@ -79,7 +79,9 @@ static inline float __int_as_float(int32_t u) { float f; memcpy(&f, &u, 4); retu
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &body);
 
 /* Aborts when a kernel argument points at memory a GPU could not read
- * (not from cudaMalloc / cudaMallocManaged): an unstaged host argument. */
+ * (not from cudaMalloc / cudaMallocManaged, nor pinned host memory from
+ * cudaMallocHost / cudaHostAlloc, which is mapped): an unstaged host
+ * argument. */
 void emu_check_device_arg(const void *p, int index);
 template <class T> void emu_check_arg(T, int) {}
 template <class T> void emu_check_arg(T *p, int i) { emu_check_device_arg((const void *)p, i); }
@@ -150,6 +152,14 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t bytes, cudaStream_t s);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
+/* pinned host memory that kernels may read (mapped: its device pointer is
+ * the host pointer, as with unified addressing); freed by cudaFreeHost */
+#define cudaHostAllocDefault 0u
+#define cudaHostAllocPortable 1u
+#define cudaHostAllocMapped 2u
+#define cudaHostAllocWriteCombined 4u
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize(void);

@@ -2,12 +2,12 @@
 # run.sh — build tests/test_cuda.c against the CUDA backend compiled for the
 # CPU emulator (emu.h) instead of a GPU, and run it. The kernels' indexing,
 # barriers and shuffles, the staging of host arguments, the weight registry,
-# the matmul modes and the engine on the fixture all execute, test_cuda in
-# stream order (launches queued until the host waits, so a result read
-# before a synchronise fails) with CUDA graphs (captured, launched, updated
-# in place: emu.h); bench_engine once with graphs and once without. The
-# GPU's own arithmetic, races between its
-# threads and speed do not (emu.h says what it cannot show).
+# the matmul modes and the engine on the fixtures (dense and MoE) all
+# execute, test_cuda in stream order (launches queued until the host waits,
+# so a result read before a synchronise fails) with CUDA graphs (captured,
+# launched, updated in place: emu.h); bench_engine once with graphs and
+# once without, and on the MoE lab model. The GPU's own arithmetic, races
+# between its threads and speed do not (emu.h says what it cannot show).
 # x86-64 with AVX2 (the reference CPU path); no CUDA toolkit needed.
 # Usage: tests/cuda_emu/run.sh [BUILD_DIR]   (default build-cuda-emu)
 set -euo pipefail
@@ -69,3 +69,7 @@ SPECBED_EMU_DEFER=1 "$B/test_cuda_emu"
 "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 3
 # the second without CUDA graphs: the plain stream-order path end to end too
 SPECBED_CUDA_GRAPHS=0 SPECBED_CUDA_MATMUL=cublas "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
+# a mixture-of-experts target (the routing read on the host after a wait per
+# sparse layer, the experts grouped on the device), on real text (~2 min)
+"$B/bench_engine_emu" --model "$ROOT/models/tiny-moe" --device cuda --reps 1 --ctx 32 --max-rows 2 --curve-batches 1,4 \
+  --text code
