@@ -16,7 +16,8 @@
 #      decode, the verify cost curve (rows 1–16 at batch 1, 4, 16), batched
 #      decode at 16 and 64 sequences, the device's copy bandwidth and the
 #      decode bound (weight bytes ÷ that bandwidth); on 0.6B also in cuBLAS
-#      mode, without PDL and without graphs; bench_engine on models/tiny;
+#      mode, without PDL and without graphs; bench_engine on models/tiny and
+#      on models/tiny-moe (experts on the device, then in host memory);
 #      bench_spec --device cuda on the bundled models (every drafter,
 #      depths 1–4, code);
 #   6. HF transformers on the 0.6B shape, same weights and GPU (eager and
@@ -246,6 +247,13 @@ step "bench_engine cuda 0.6b (invariant, no graphs)" 45 "$BENCH" "${RUN_ENV[@]}"
   --model "$M06" --device cuda --ctx 256 --max-rows 8 --reps 5 --out "$R/e06_nographs.csv"
 step "bench_engine cuda tiny (invariant)" 30 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$ROOT/models/tiny" \
   --device cuda --max-rows 16 --reps 5 --out "$R/etiny_inv.csv"
+# the MoE lab model (issue 41): experts on the device, then in host memory across the bus
+for where in device host; do
+  extra=(); [ $where = host ] && extra=(--experts-on-host)
+  step "bench_engine cuda tiny-moe (code, experts on $where)" 30 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" \
+    --model "$ROOT/models/tiny-moe" --device cuda --text code --max-rows 8 --reps 5 "${extra[@]}" \
+    --out "$R/etinymoe_$where.csv"
+done
 
 # ---- bench_spec: every drafter on CUDA (invariant: greedy spec-on = spec-off) -------------
 SPEC="$R/bench_spec.log"
@@ -312,7 +320,7 @@ grep -E "^(model|prefill|forward|batch|[0-9]+ |single|batched|memory|weights|hos
 echo
 say ""
 say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s %8s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1' 'host us' replay)"
-for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv; do
+for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv etinymoe_device etinymoe_host; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
   g() { awk -F, -v m="$1" -v b="$2" -v r="$3" '$1==m && $2==b && $3==r {print $4}' <<< "$c"; }
