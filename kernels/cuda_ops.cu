@@ -638,8 +638,8 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
  * chunk. The order is not the CPU's (cpu_attention.c: one fma chain over
  * all positions); tests/test_cuda.c bounds the difference.
  * Loads: a warp reads a K or V row's head_dim floats as consecutive
- * 128-byte lines (lane L the floats L + 32j), 4 positions per warp in
- * flight in the scores and up to 8 in P·V.
+ * 128-byte lines (lane L the floats L + 32j), 8 positions per warp in
+ * flight in the scores and in P·V.
  *
  * Roofline — a PREDICTION, no GPU has run this version. Qwen3-0.6B's shape
  * (16 q heads, 8 kv heads, head_dim 128), one decode row at a 4,096-token
@@ -652,7 +652,15 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
  * Now: 16 heads × 16 chunks = 256 blocks, ~2 per SM, all resident at once,
  * bound by bandwidth: 33.5 MB / ~3 TB/s ≈ 11 µs a layer, plus the combine
  * (16 blocks reading 16 × 16 × 130 floats = 133 KB: a few µs of latency,
- * its launch overlapped by PDL). */
+ * its launch overlapped by PDL). At bench_engine's 256-token history a
+ * head is one chunk, 16 blocks as before, each ~4 round trips for the
+ * scores (64 positions in flight) and ~4 for P·V (8 a warp): ~6 µs plus
+ * the combine's ~1.5, about the old kernel's 8.6 µs measured on the H200
+ * (bench/RECORD.md): no gain expected there. A wide prefill call through
+ * kb_attention_idx launches a block per (row, head, chunk of the bound),
+ * most of them empty, and keeps (head_dim + 2) floats per chunk of each
+ * (row, head) in scratch: at 2,048 rows, 16 heads and a 4,096 bound,
+ * 272 MB. */
 #define ATT_CHUNK 256             /* positions per block: a constant, never of the call */
 #define ATT_THREADS 256           /* 8 warps, one thread per slot of a chunk */
 #define ATT_WARPS (ATT_THREADS / 32)
@@ -690,21 +698,22 @@ __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ float red[ATT_THREADS];
     __shared__ float po[ATT_WARPS][ATT_HB];
 
-    /* scores: warp w takes slots i0 + 4w .. i0 + 4w + 3, all 4 rows' loads
-     * in flight before the first fma; the 4 lane sums are then reduced
-     * together (pairs across bit 4 exchange half of them, bit 3 half again,
-     * then bits 2, 1, 0: 6 shuffles for 4 positions, each position's sum
-     * the same tree over the 32 lanes), leaving slot 2·bit4 + bit3 in the
-     * lanes of that group of 8 */
+    /* scores: warp w takes slots i0 + 8w .. i0 + 8w + 7, all 8 rows' loads
+     * in flight before the first fma; the 8 lane sums are then reduced
+     * together: the lanes paired across bit 4 exchange half of them (4
+     * shuffles), across bit 3 half again (2), across bit 2 (1), then
+     * bits 1 and 0 (2): 9 shuffles for 8 positions, each position's sum
+     * the same tree over the 32 lanes, slot (lane >> 2) & 7 in the 4 lanes
+     * of that group */
     const int last = hd - 1;
     float qr[G];
 #pragma unroll
     for (int j = 0; j < G; j++) qr[j] = lane + 32 * j < hd ? qh[lane + 32 * j] : 0.0f;
-    for (int i0 = 0; i0 < len; i0 += 4 * ATT_WARPS) {   /* the same trip count in every warp (the shuffles) */
-        float a[4];
+    for (int i0 = 0; i0 < len; i0 += 8 * ATT_WARPS) {   /* the same trip count in every warp (the shuffles) */
+        float a[8];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = i0 + 4 * warp + u;
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + 8 * warp + u;
             i = i < len ? i : len - 1;   /* past the end: recomputes the last, writes nothing */
             const int p = p0 + i;
             const float *k = kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
@@ -715,15 +724,19 @@ __global__ void __launch_bounds__(ATT_THREADS)
                 for (int d = lane + 32 * G; d < hd; d += 32) acc = fmaf(qh[d], k[d], acc);
             a[u] = acc;
         }
-        const int b4 = lane & 16, b3 = lane & 8;
-        const float x0 = (b4 ? a[2] : a[0]) + __shfl_xor_sync(0xffffffffu, b4 ? a[0] : a[2], 16);
-        const float x1 = (b4 ? a[3] : a[1]) + __shfl_xor_sync(0xffffffffu, b4 ? a[1] : a[3], 16);
-        float x = (b3 ? x1 : x0) + __shfl_xor_sync(0xffffffffu, b3 ? x0 : x1, 8);
-        x = x + __shfl_xor_sync(0xffffffffu, x, 4);
-        x = x + __shfl_xor_sync(0xffffffffu, x, 2);
-        x = x + __shfl_xor_sync(0xffffffffu, x, 1);
-        const int i = i0 + 4 * warp + (b4 ? 2 : 0) + (b3 ? 1 : 0);
-        if ((lane & 7) == 0 && i < len) s[i] = x * scale;
+        const int b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+        float x[4], y[2];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            x[j] = (b4 ? a[4 + j] : a[j]) + __shfl_xor_sync(0xffffffffu, b4 ? a[j] : a[4 + j], 16);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            y[j] = (b3 ? x[2 + j] : x[j]) + __shfl_xor_sync(0xffffffffu, b3 ? x[j] : x[2 + j], 8);
+        float z = (b2 ? y[1] : y[0]) + __shfl_xor_sync(0xffffffffu, b2 ? y[0] : y[1], 4);
+        z = z + __shfl_xor_sync(0xffffffffu, z, 2);
+        z = z + __shfl_xor_sync(0xffffffffu, z, 1);
+        const int i = i0 + 8 * warp + ((lane >> 2) & 7);
+        if ((lane & 3) == 0 && i < len) s[i] = z * scale;
     }
     __syncthreads();
     red[t] = t < len ? s[t] : -INFINITY;
