@@ -716,7 +716,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
             int i = i0 + 8 * warp + u;
             i = i < len ? i : len - 1;   /* past the end: recomputes the last, writes nothing */
             const int p = p0 + i;
-            const float *k = kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
+            const float *k =
+                kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
             float acc = 0.0f;
 #pragma unroll
             for (int j = 0; j < G; j++) acc = fmaf(qr[j], k[lane + 32 * j < hd ? lane + 32 * j : last], acc);

@@ -673,7 +673,7 @@ static void att_rows_alone(float *out, const float *q, const kb_kv_view *const *
 
 static void test_attention(void) {
     static const int cfg[][4] = {/* page_size, n_kv, group, head_dim */ {4, 2, 2, 16}, {16, 1, 4, 64}, {3, 2, 1, 20},
-                                 {16, 2, 2, 128}};
+                                 {16, 2, 2, 128}, {7, 1, 2, 160}, {5, 1, 2, 288}};
     double maxd = 0, ratio = 0;
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         const int ps = cfg[c][0], n_kv = cfg[c][1], nh = n_kv * cfg[c][2], hd = cfg[c][3];
@@ -741,7 +741,8 @@ static void test_attention(void) {
         free(k); free(v); free(q); free(oc); free(os); free(orow); free(om); free(scratch);
     }
     printf("attention: span = rows = spans of 3 sequences in one call bit for bit (paged, GQA, head_dim "
-           "16/20/64/128), within the bound of the CPU's: max |d| %.3g, at most %.3f of the bound\n", maxd, ratio);
+           "16/20/64/128/160/288), within the bound of the CPU's: max |d| %.3g, at most %.3f of the bound\n",
+           maxd, ratio);
 }
 
 /* Contexts over several chunks (Qwen3-0.6B's head shape: 16 q heads over 8
