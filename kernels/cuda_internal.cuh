@@ -62,8 +62,9 @@ const void *cu_in(const void *p, size_t bytes);
 void *cu_out(void *p, size_t bytes, int copy_in);
 void cu_end(const char *what);
 /* Device buffer `slot` (CU_SCRATCH_*) of at least bytes, kept between calls
- * (grown, never shrunk). Only inside a bracket. */
-enum { CU_SCRATCH_SCORES = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_ROPE = 2, CU_SCRATCH_N = 3 };
+ * (grown, never shrunk). Only inside a bracket. ATT: attention's per-chunk
+ * partials (cuda_ops.cu), sized from the call's context bound. */
+enum { CU_SCRATCH_ATT = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_ROPE = 2, CU_SCRATCH_N = 3 };
 void *cu_scratch(int slot, size_t bytes);
 /* Changes whenever staged bytes may be overwritten (the ring reset after a
  * wait, or regrown): a staged device copy stays readable by later calls

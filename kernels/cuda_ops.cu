@@ -1,23 +1,24 @@
 /* cuda_ops.cu — CUDA backend: every kernel but the matmul (RMSNorm, RoPE,
  * SwiGLU, residual add, paged-KV attention, embedding rows).
- * Owns: the order of each kernel's arithmetic on the GPU. Each follows the
- * CPU kernel's operations one for one (cpu_norm.c, cpu_pointwise.c,
- * cpu_attention.c: the same reductions in the same order, fma where the CPU
- * has fma and nowhere else — the .cu files are compiled with --fmad=false),
- * so that a row's result depends on nothing but that row — the batch
- * invariance of DESIGN §4 — and equals the CPU's scalar/AVX2 result: bit
- * for bit where both sides are IEEE operations (add, SwiGLU, RMSNorm,
- * attention), within an ulp of cos/sin where libm and CUDA's libdevice may
- * round differently (RoPE). tests/test_cuda.c checks each.
+ * Owns: the order of each kernel's arithmetic on the GPU. Each but
+ * attention follows the CPU kernel's operations one for one (cpu_norm.c,
+ * cpu_pointwise.c: the same reductions in the same order, fma where the
+ * CPU has fma and nowhere else — the .cu files are compiled with
+ * --fmad=false), so that a row's result depends on nothing but that row —
+ * the batch invariance of DESIGN §4 — and equals the CPU's scalar/AVX2
+ * result: bit for bit where both sides are IEEE operations (add, SwiGLU,
+ * RMSNorm), within an ulp of cos/sin where libm and CUDA's libdevice may
+ * round differently (RoPE). Attention has an order of its own (the
+ * context split into fixed chunks, below), as fixed per (row, head) as the
+ * CPU's and within a derived bound of its result. tests/test_cuda.c checks
+ * each.
  * Must not: split one row's (or one (row, head)'s) reduction across
- * threads in an order that depends on the launch, or read host memory
- * (cu_in stages host arguments).
+ * threads in an order that depends on the launch (the number of rows,
+ * spans or blocks), or read host memory (cu_in stages host arguments).
  *
- * Parallelism is over rows, heads and elements only, which leaves the
- * serial reductions (RMSNorm's sum of squares, attention's 4 partial sums
- * and its P·V chain per output element) on one thread each: slow for one
- * long row, and the price of the CPU's bits; a blocked order shared with
- * the CPU is the way to go faster without losing them. */
+ * Parallelism is over rows, heads and elements, and in attention over
+ * fixed chunks of positions; RMSNorm's sum of squares stays one chain per
+ * row, the price of the CPU's bits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,6 @@
 #include "cuda_internal.cuh"
 
 #define OPS_THREADS 128
-#define ATT_THREADS 256   /* attention: 32 positions' scores at a time */
-#define ATT_SMEM 4096     /* attention: scores kept in shared memory up to this context */
 
 /* One pair rotated as cpu_pointwise.c does, a·c + (−b)·s and b·c + a·s, each
  * product and the sum rounded on its own (no fma contraction: the same
@@ -661,90 +660,257 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
 }
 
 /* ---- attention ----------------------------------------------------------------
- * One block per (row, q head). Per (row, head), in cpu_attention.c's order:
- *   score[p] = dot8(q, k_p) · scale            (one thread per position)
- *   mx = max_p score[p]                          (a max: any order gives the same value)
- *   e_p = exp(score[p] − mx)                     (kb_expf = kb_expf)
- *   sum = (t0+t1)+(t2+t3), t_j = Σ_{p ≡ j mod 4} e_p in increasing p, in double
- *   w_p = (float)(e_p / sum)
- *   out[d] = fma(w_p, v_p[d], out[d]) in increasing p from 0   (one thread per d)
- * The scores live in device scratch, [n_q · n_heads, max n_ctx]. A row's
- * work is the same whatever n_q, so kb_attention_row and every row of
- * kb_attention_span give identical bits, as on the CPU. */
-__global__ void attend_k(float *out, const float *q, const float *kp, const float *vp, const int *page_cat,
-                         const int *page_off, const int *n_ctx, int page_size, int n_kv, int hd, int n_heads,
-                         float scale, float *sc, size_t sc_stride) {
+ * Split context (flash-decoding, as FlashDecoding, FlashInfer and vLLM's
+ * paged attention v2 do it). A row's positions 0..n_ctx−1 are cut into
+ * chunks of ATT_CHUNK positions counted from position 0 — a constant of
+ * the kernel, never derived from the batch, the rows or the grid — and a
+ * block per (row, q head, chunk c) computes over its positions
+ * P = [c·C, min(c·C + C, n_ctx)), slot i being position c·C + i:
+ *   s_p = (q·k_p)·scale       a warp per position: lane L the fma chain over
+ *                             d = L, L+32, … in increasing d, then the 32
+ *                             lanes summed in one fixed tree (lanes paired
+ *                             across bit 4, then 3, 2, 1, 0);
+ *   m_c = max_{p∈P} s_p       (a max: any order gives the same value)
+ *   e_p = kb_expf(s_p − m_c)
+ *   l_c = Σ_p e_p             a fixed halving tree over the chunk's C slots
+ *                             (zero past n_ctx);
+ *   o_c[d] = Σ_p e_p·v_p[d]   warp w the fma chain over slots 32w..32w+31 in
+ *                             increasing p, then ((w0+w1)+(w2+w3))+((w4+w5)+(w6+w7));
+ * and a second kernel, a block per (row, q head), combines the row's own
+ * ceil(n_ctx/C) chunks in chunk order:
+ *   M = max_c m_c,  f_c = kb_expf(m_c − M),
+ *   L = Σ_c f_c·l_c,  O[d] = Σ_c f_c·o_c[d]   (fma chains in increasing c),
+ *   out[d] = O[d] / L.
+ * Every operation of a (row, head) is fixed by its q, its context and
+ * n_ctx alone: chunks start at absolute positions, a slot's lane and warp
+ * are fixed, and the combine walks the row's own chunks. So a row alone,
+ * in a span, beside other sequences, or in a launch whose grid has more
+ * chunks than it needs (the recorded forward's bound: those blocks return
+ * at once, writing nothing, and the combine never reads them) gives the
+ * same bits; a row of one chunk goes through the same combine
+ * (f_0 = kb_expf(0) = 1 exactly, L = l_0, O = o_0) whatever its
+ * neighbours' lengths, so no row's bits change when another row crosses a
+ * chunk. The order is not the CPU's (cpu_attention.c: one fma chain over
+ * all positions); tests/test_cuda.c bounds the difference.
+ * Loads: a warp reads a K or V row's head_dim floats as consecutive
+ * 128-byte lines (lane L the floats L + 32j), 8 positions per warp in
+ * flight in the scores and in P·V.
+ *
+ * Roofline — a PREDICTION, no GPU has run this version. Qwen3-0.6B's shape
+ * (16 q heads, 8 kv heads, head_dim 128), one decode row at a 4,096-token
+ * context: K and V are 8 × 128 × 4 B = 4 KiB each per position, so
+ * 2 × 4 KiB × 4,096 = 32 MiB (33.5 MB) per layer from DRAM (each kv head's
+ * bytes are read by its 2 q heads' blocks, which are adjacent in the grid
+ * and run side by side, the second from L2). Before (one block per (row,
+ * head)): 16 blocks on 132 SMs, each thread's P·V one 4,096-step chain 32
+ * loads ahead, ~128 serial DRAM round trips of ~0.7 µs: ~100 µs a layer.
+ * Now: 16 heads × 16 chunks = 256 blocks, ~2 per SM, all resident at once,
+ * bound by bandwidth: 33.5 MB / ~3 TB/s ≈ 11 µs a layer, plus the combine
+ * (16 blocks reading 16 × 16 × 130 floats = 133 KB: a few µs of latency,
+ * its launch overlapped by PDL). At bench_engine's 256-token history a
+ * head is one chunk, 16 blocks as before, each ~4 round trips for the
+ * scores (64 positions in flight) and ~4 for P·V (8 a warp): ~6 µs plus
+ * the combine's ~1.5, about the old kernel's 8.6 µs measured on the H200
+ * (bench/RECORD.md): no gain expected there. A wide prefill call through
+ * kb_attention_idx launches a block per (row, head, chunk of the bound),
+ * most of them empty, and keeps (head_dim + 2) floats per chunk of each
+ * (row, head) in scratch: at 2,048 rows, 16 heads and a 4,096 bound,
+ * 272 MB. */
+#define ATT_CHUNK 256             /* positions per block: a constant, never of the call */
+#define ATT_THREADS 256           /* 8 warps, one thread per slot of a chunk */
+#define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_QREG 8                /* most q (and P·V sums) per lane in registers */
+#define ATT_HB (32 * ATT_QREG)    /* head_dim elements per P·V pass: 256, one pass for head_dim ≤ 256 */
+#define ATT_COMBINE_THREADS 128
+static_assert(ATT_THREADS == ATT_CHUNK && ATT_HB == ATT_THREADS && ATT_WARPS == 8,
+              "a thread per slot and per P·V element; the warp tree below is of 8");
+
+/* A chunk's partial: [m_c, l_c, o_c[0..hd)] at part + ((row·n_heads + head)·n_chunks + c)·(hd + 2).
+ * G (1, 2, 4 or 8; att_groups): a lane's elements of a row, d = L + 32j
+ * for j < G, every load unconditional (no branch between a row's loads
+ * and the fmas, so all of them are issued first): an index past head_dim
+ * reads element head_dim − 1 again, against a q of 0 in the scores
+ * (fma(0, x, a) = a for the finite x a K row holds) and into a sum no
+ * thread writes out in P·V, so the result is the same for any
+ * G ≥ head_dim/32 (G follows head_dim alone in any case). head_dim > 256:
+ * G = 8 and the rest one element a lane at a time. */
+template <int G>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attend_chunk_k(float *part, const float *q, const float *kp, const float *vp, const int *page_cat,
+                   const int *page_off, const int *n_ctx, int page_size, int n_kv, int hd, int n_heads, float scale,
+                   int n_chunks) {
     CU_PDL_ENTRY();
-    const int b = blockIdx.x, r = b / n_heads, h = b % n_heads;
-    const int n = n_ctx[r];
+    const int rh = (int)blockIdx.x, c = (int)blockIdx.y, r = rh / n_heads, h = rh % n_heads;
+    const int n = n_ctx[r], p0 = c * ATT_CHUNK;
+    if (p0 >= n) return;   /* past the row's context: the combine reads only the row's own chunks */
+    const int len = n - p0 < ATT_CHUNK ? n - p0 : ATT_CHUNK;
     const int *pages = page_cat + page_off[r];   /* row r's sequence's page list */
     const int kvh = h / (n_heads / n_kv);
     const size_t slot = (size_t)n_kv * hd, page_stride = (size_t)page_size * slot, head_off = (size_t)kvh * hd;
-    const float *qh = q + ((size_t)r * n_heads + h) * hd;
-    /* the scores in shared memory up to ATT_SMEM positions (every pass
-     * below reads them: a round trip each from global scratch), else in
-     * the scratch row */
-    __shared__ float s_sm[ATT_SMEM];
-    float *s = n <= ATT_SMEM ? s_sm : sc + (size_t)b * sc_stride;
+    const float *qh = q + (size_t)rh * hd;
+    const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5;
+    __shared__ float s[ATT_CHUNK];
     __shared__ float red[ATT_THREADS];
-    __shared__ double part[4];
+    __shared__ float po[ATT_WARPS][ATT_HB];
 
-    /* scores: a group of 8 lanes per position, lane l the fma chain over
-     * k ≡ l (mod 8), the butterfly 4, 2, 1 giving cu_dot8's
-     * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), lane 0 the hd % 8 tail: the
-     * CPU's bits, 16 positions at a time instead of one thread each
-     * reading a whole 512-byte K row alone */
-    float mx = -INFINITY;
-    const int l8 = (int)threadIdx.x & 7, grp = (int)threadIdx.x >> 3, ngrp = (int)blockDim.x >> 3;
-    const int full = hd - hd % 8;
-#pragma unroll 4
-    for (int p0 = 0; p0 < n; p0 += ngrp) {   /* 4 groups' loads in flight at once */
-        const int p = p0 + grp < n ? p0 + grp : n - 1;   /* past the end: recomputes the last, writes nothing */
-        const float *k = kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
-        float a = 0.0f;
-#pragma unroll 16
-        for (int d = l8; d < full; d += 8) a = fmaf(qh[d], k[d], a);
-        a = a + __shfl_xor_sync(0xffffffffu, a, 4);
-        a = a + __shfl_xor_sync(0xffffffffu, a, 2);
-        a = a + __shfl_xor_sync(0xffffffffu, a, 1);
-        if (l8 == 0 && p0 + grp < n) {
-            for (int d = full; d < hd; d++) a = fmaf(qh[d], k[d], a);
-            const float v = a * scale;
-            s[p] = v;
-            if (v > mx) mx = v;
+    /* scores: warp w takes slots i0 + 8w .. i0 + 8w + 7, all 8 rows' loads
+     * in flight before the first fma; the 8 lane sums are then reduced
+     * together: the lanes paired across bit 4 exchange half of them (4
+     * shuffles), across bit 3 half again (2), across bit 2 (1), then
+     * bits 1 and 0 (2): 9 shuffles for 8 positions, each position's sum
+     * the same tree over the 32 lanes, slot (lane >> 2) & 7 in the 4 lanes
+     * of that group */
+    const int last = hd - 1;
+    float qr[G];
+#pragma unroll
+    for (int j = 0; j < G; j++) qr[j] = lane + 32 * j < hd ? qh[lane + 32 * j] : 0.0f;
+    for (int i0 = 0; i0 < len; i0 += 8 * ATT_WARPS) {   /* the same trip count in every warp (the shuffles) */
+        float a[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + 8 * warp + u;
+            i = i < len ? i : len - 1;   /* past the end: recomputes the last, writes nothing */
+            const int p = p0 + i;
+            const float *k =
+                kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < G; j++) acc = fmaf(qr[j], k[lane + 32 * j < hd ? lane + 32 * j : last], acc);
+            if (G == 8)   /* head_dim > 256 (G < 8 covers head_dim: no branch between the rows' loads) */
+                for (int d = lane + 32 * G; d < hd; d += 32) acc = fmaf(qh[d], k[d], acc);
+            a[u] = acc;
         }
+        const int b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+        float x[4], y[2];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            x[j] = (b4 ? a[4 + j] : a[j]) + __shfl_xor_sync(0xffffffffu, b4 ? a[j] : a[4 + j], 16);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            y[j] = (b3 ? x[2 + j] : x[j]) + __shfl_xor_sync(0xffffffffu, b3 ? x[j] : x[2 + j], 8);
+        float z = (b2 ? y[1] : y[0]) + __shfl_xor_sync(0xffffffffu, b2 ? y[0] : y[1], 4);
+        z = z + __shfl_xor_sync(0xffffffffu, z, 2);
+        z = z + __shfl_xor_sync(0xffffffffu, z, 1);
+        const int i = i0 + 8 * warp + ((lane >> 2) & 7);
+        if ((lane & 3) == 0 && i < len) s[i] = z * scale;
     }
-    const int t = (int)threadIdx.x;
-    red[t] = mx;
     __syncthreads();
-    for (int w = (int)blockDim.x / 2; w > 0; w /= 2) {
+    red[t] = t < len ? s[t] : -INFINITY;
+    __syncthreads();
+    for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
         if (t < w && red[t + w] > red[t]) red[t] = red[t + w];
         __syncthreads();
     }
-    mx = red[0];
-    for (int p = threadIdx.x; p < n; p += blockDim.x) s[p] = kb_expf(s[p] - mx);
+    const float m = red[0];
     __syncthreads();
-    if (threadIdx.x < 4) {
-        double t = 0.0;
-        for (int p = threadIdx.x; p < n; p += 4) t += (double)s[p];
-        part[threadIdx.x] = t;
+    const float e = t < len ? kb_expf(s[t] - m) : 0.0f;
+    s[t] = e;
+    red[t] = e;
+    __syncthreads();
+    for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
+        if (t < w) red[t] = red[t] + red[t + w];
+        __syncthreads();
     }
-    __syncthreads();
-    const double sum = (part[0] + part[1]) + (part[2] + part[3]);
-    for (int p = threadIdx.x; p < n; p += blockDim.x) s[p] = (float)((double)s[p] / sum);
-    __syncthreads();
-    float *o = out + ((size_t)r * n_heads + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        /* one chain in increasing p (the CPU's order): its loads do not
-         * depend on it, so 32 of them are issued ahead of the fmas */
-#pragma unroll 32
-        for (int p = 0; p < n; p++) {
-            const float *v = vp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
-            acc = fmaf(s[p], v[d], acc);
+    float *pc = part + ((size_t)rh * n_chunks + c) * ((size_t)hd + 2);
+    if (t == 0) {
+        pc[0] = m;
+        pc[1] = red[0];
+    }
+
+    /* P·V: warp w the slots 32w..32w+31 (a V row's loads coalesced across
+     * the lanes, 8 rows' loads issued ahead of their fmas), then the 8
+     * warps' sums in a fixed tree, one thread per element */
+    const int w0 = 32 * warp, w1 = len < w0 + 32 ? len : w0 + 32;
+    for (int d0 = 0; d0 < hd; d0 += 32 * G) {
+        float acc[G];
+#pragma unroll
+        for (int j = 0; j < G; j++) acc[j] = 0.0f;
+#pragma unroll 8
+        for (int i = w0; i < w1; i++) {
+            const int p = p0 + i;
+            const float *v =
+                vp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off + d0;
+            const float ei = s[i];
+#pragma unroll
+            for (int j = 0; j < G; j++)
+                acc[j] = fmaf(ei, v[d0 + lane + 32 * j < hd ? lane + 32 * j : last - d0], acc[j]);
         }
-        o[d] = acc;
+#pragma unroll
+        for (int j = 0; j < G; j++) po[warp][lane + 32 * j] = acc[j];
+        __syncthreads();
+        if (d0 + t < hd)
+            pc[2 + d0 + t] = ((po[0][t] + po[1][t]) + (po[2][t] + po[3][t])) +
+                             ((po[4][t] + po[5][t]) + (po[6][t] + po[7][t]));
+        __syncthreads();
     }
+}
+
+/* A block per (row, q head): the row's chunks combined in chunk order. */
+__global__ void __launch_bounds__(ATT_COMBINE_THREADS)
+    attend_combine_k(float *out, const float *part, const int *n_ctx, int n_heads, int hd, int n_chunks) {
+    CU_PDL_ENTRY();
+    const int rh = (int)blockIdx.x, n = n_ctx[rh / n_heads];
+    int nc = (n + ATT_CHUNK - 1) / ATT_CHUNK;
+    nc = nc < n_chunks ? nc : n_chunks;   /* n_ctx ≤ the launch's bound (backend.h); never read past the grid's */
+    const size_t rec = (size_t)hd + 2;
+    const float *pr = part + (size_t)rh * n_chunks * rec;
+    float mx = -INFINITY;
+    for (int c = 0; c < nc; c++) mx = pr[c * rec] > mx ? pr[c * rec] : mx;
+    float l = 0.0f;
+    for (int c = 0; c < nc; c++) l = fmaf(kb_expf(pr[c * rec] - mx), pr[c * rec + 1], l);
+    for (int d = (int)threadIdx.x; d < hd; d += (int)blockDim.x) {
+        float o = 0.0f;
+        for (int c = 0; c < nc; c++) o = fmaf(kb_expf(pr[c * rec] - mx), pr[c * rec + 2 + d], o);
+        out[(size_t)rh * hd + d] = nc > 0 ? o / l : 0.0f;
+    }
+}
+
+/* G of attend_chunk_k for head_dim hd */
+static int att_groups(int hd) { return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8; }
+
+/* The chunks of a launch over contexts of at most max_ctx: from the bound,
+ * never from the rows' own n_ctx. */
+static int att_chunks(int max_ctx) { return (max_ctx + ATT_CHUNK - 1) / ATT_CHUNK; }
+
+/* The partials of n_q rows (CU_SCRATCH_ATT, grown): before the call's
+ * staging of its index arrays, like any scratch (cuda_attention_spans). */
+static float *att_partials(int n_q, int n_heads, int hd, int max_ctx) {
+    const int n_chunks = att_chunks(max_ctx);
+    const size_t rh = (size_t)n_q * n_heads;
+    if (n_chunks < 1 || n_chunks > 65535 || rh > 0x7fffffffu) {   /* gridDim.y's and .x's limits */
+        fprintf(stderr, "specbed: CUDA attention: %zu (row, head) pairs over a %d-position bound\n", rh, max_ctx);
+        abort();
+    }
+    return (float *)cu_scratch(CU_SCRATCH_ATT, rh * (size_t)n_chunks * ((size_t)hd + 2) * sizeof(float));
+}
+
+/* The two launches over n_q rows whose contexts are at most max_ctx: the
+ * chunks' grid and the partials' layout from the bound, each row's
+ * arithmetic from its own n_ctx. */
+static void attend_launch(float *out, float *part, const float *q, const float *kp, const float *vp,
+                          const int *page_cat, const int *page_off, const int *n_ctx, int n_q, int max_ctx,
+                          int page_size, int n_kv, int hd, int n_heads, float scale) {
+    const int n_chunks = att_chunks(max_ctx);
+    const unsigned rh = (unsigned)(n_q * n_heads);
+    const dim3 grid(rh, (unsigned)n_chunks);
+    switch (att_groups(hd)) {
+    case 1:
+        CU_LAUNCH((attend_chunk_k<1>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
+                                                         hd, n_heads, scale, n_chunks);
+        break;
+    case 2:
+        CU_LAUNCH((attend_chunk_k<2>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
+                                                         hd, n_heads, scale, n_chunks);
+        break;
+    case 4:
+        CU_LAUNCH((attend_chunk_k<4>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
+                                                         hd, n_heads, scale, n_chunks);
+        break;
+    default:
+        CU_LAUNCH((attend_chunk_k<8>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
+                                                         hd, n_heads, scale, n_chunks);
+    }
+    CU_LAUNCH(attend_combine_k, rh, ATT_COMBINE_THREADS)(out, part, n_ctx, n_heads, hd, n_chunks);
 }
 
 /* One launch over the rows of n_spans spans: span s is the next
@@ -820,7 +986,7 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
     const size_t qbytes = (size_t)n_q * n_heads * hd * sizeof(float);
     const float *dq = (const float *)cu_in(q, qbytes);
     float *dout = (float *)cu_out(out, qbytes, 0);
-    float *sc = (float *)cu_scratch(CU_SCRATCH_SCORES, (size_t)n_q * n_heads * max_ctx * sizeof(float));
+    float *part = att_partials(n_q, n_heads, hd, max_ctx);
     /* (after every other staging of the call: one may reset the ring, and
      * none may follow a decision to reuse its bytes.)
      * Every layer of a forward attends with the same page lists, offsets
@@ -849,14 +1015,14 @@ void cuda_attention_spans(float *out, const float *q, const kb_kv_view *views, c
     doff = dcat + n_cat;
     dctx = dcat + n_cat + n_q;
 
-    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), ATT_THREADS)(dout, dq, dk, dv, dcat, doff, dctx, ps, n_kv, hd,
-                                                                n_heads, scale, sc, (size_t)max_ctx);
+    attend_launch(dout, part, dq, dk, dv, dcat, doff, dctx, n_q, max_ctx, ps, n_kv, hd, n_heads, scale);
     cu_end("attention");
 }
 
-/* The same kernel over lists a step buffer holds (backend.h
- * kb_attention_idx): nothing read on the host, the scores' stride the
- * caller's bound, so a recorded forward replays it as it stands. */
+/* The same kernels over lists a step buffer holds (backend.h
+ * kb_attention_idx): nothing read on the host, the chunks' grid and the
+ * partials' layout from the caller's bound (fixed for a recording), so a
+ * recorded forward replays it as it stands whatever the step's n_ctx. */
 void cuda_attention_idx(float *out, const float *q, const kb_kv_view *pool, const int *page_cat, int n_cat,
                         const int *page_off, const int *n_ctx, int n_q, int max_ctx, int n_heads, float scale) {
     if (n_q <= 0 || n_heads <= 0) return;
@@ -873,13 +1039,9 @@ void cuda_attention_idx(float *out, const float *q, const kb_kv_view *pool, cons
     const int *dcat = (const int *)cu_in(page_cat, (size_t)(n_cat > 0 ? n_cat : 1) * sizeof(int));
     const int *doff = (const int *)cu_in(page_off, (size_t)n_q * sizeof(int));
     const int *dctx = (const int *)cu_in(n_ctx, (size_t)n_q * sizeof(int));
-    /* rows of up to ATT_SMEM positions keep their scores in shared memory */
-    float *sc = max_ctx > ATT_SMEM
-                    ? (float *)cu_scratch(CU_SCRATCH_SCORES, (size_t)n_q * n_heads * max_ctx * sizeof(float))
-                    : NULL;
-    CU_LAUNCH(attend_k, (unsigned)(n_q * n_heads), ATT_THREADS)(dout, dq, pool->k_pages, pool->v_pages, dcat, doff,
-                                                                dctx, ps, n_kv, hd, n_heads, scale, sc,
-                                                                (size_t)max_ctx);
+    float *part = att_partials(n_q, n_heads, hd, max_ctx);
+    attend_launch(dout, part, dq, pool->k_pages, pool->v_pages, dcat, doff, dctx, n_q, max_ctx, ps, n_kv, hd,
+                  n_heads, scale);
     cu_end("attention");
 }
 
