@@ -248,10 +248,12 @@ static int dev_ready(fwd_ctx *f, const kv_cache *kv, const fwd_out *o) {
     return 1;
 }
 
-/* The contexts' bound rounded up (to 4096 at least, then powers of two),
- * so that a growing context needs few recordings. */
+/* The contexts' bound rounded up to a power of two (256 at least: one of
+ * CUDA attention's chunks), so that a growing context needs a recording per
+ * doubling; attention's grid covers the bound, and a chunk past a row's
+ * context exits at once. */
 static int ctx_bound(int need) {
-    int b = 4096;
+    int b = 256;
     while (b < need && b < (1 << 30)) b *= 2;
     return b;
 }
@@ -389,7 +391,8 @@ int fwd_run(fwd_ctx *f, kv_cache *kv, const fwd_batch *b, const fwd_out *o,
     size_t push = 0, key_bytes = 0;
     if (dev) {
         push = dev_fill(f, kv, b, o, &di);
-        di.max_ctx = ctx_bound(need_ctx);
+        /* a bound that holds across steps where the forward is recorded; a prefill chunk's own */
+        di.max_ctx = n <= FWD_RECORD_MAX_ROWS ? ctx_bound(need_ctx) : need_ctx;
         const int *d = kb_stepbuf_dev(f->sb);
         const int R = f->max_rows;
         tok = d + (size_t)SB_TOK * R;

@@ -1,7 +1,9 @@
 /* expf_internal.h — the kernels' e^x, one definition for the CPU kernels
  * (cpu_*.c, whose AVX2 version repeats it lane by lane) and the CUDA ones
  * (cuda_*.cu): the same operations in the same order give the same bits on
- * both, which is what lets CUDA and CPU logits be compared bit for bit.
+ * both, so the kernels that keep the CPU's order (SwiGLU, the MoE router's
+ * path) give the CPU's bits, and the ones with their own order (attention,
+ * the matmul) differ only by that order.
  * On the device fmaf is correctly rounded and rintf rounds half to even as
  * on the CPU, and the .cu files are built with --fmad=false. */
 #ifndef SPECBED_EXPF_INTERNAL_H
