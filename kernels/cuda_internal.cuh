@@ -244,4 +244,63 @@ __device__ __forceinline__ float cu_dot8(const float *a, const float *b, int n) 
     return r;
 }
 
+/* ---- the invariant matmul's order, shared by cuda_matmul.cu (mm_inv) and
+ * cuda_moe.cu (the grouped experts), whose bits must be the same ---------- */
+
+#define CU_MM_MAX_WARPS 8
+/* Parts of a row's reduction: a function of cols alone (the order). */
+static inline int cu_mm_parts(int cols) {
+    int nw = 1;
+    while (nw < CU_MM_MAX_WARPS && cols / (2 * nw) >= 512) nw *= 2;
+    return nw;
+}
+
+/* 8 consecutive weight elements [k, k + 8) of a row as floats. vec: one
+ * (f32: two) 16-byte load; else element by element, those at or past end
+ * left as they were (the caller skips them too). */
+template <int DT>
+__device__ __forceinline__ void cu_wload8(float *v, const void *w, size_t i, int k, int end, bool vec) {
+    if (vec) {
+        if (DT == KB_F32) {
+            const float4 a = ((const float4 *)((const float *)w + i))[0];
+            const float4 b = ((const float4 *)((const float *)w + i))[1];
+            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        } else {
+            const uint4 u = *(const uint4 *)((const uint16_t *)w + i);
+            const unsigned q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (DT == KB_BF16) {
+                    v[2 * e] = __uint_as_float(q[e] << 16);
+                    v[2 * e + 1] = __uint_as_float(q[e] & 0xffff0000u);
+                } else {
+                    v[2 * e] = cu_f16((uint16_t)(q[e] & 0xffffu));
+                    v[2 * e + 1] = cu_f16((uint16_t)(q[e] >> 16));
+                }
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (k + e >= end) break;
+        if (DT == KB_BF16) v[e] = cu_bf16(((const uint16_t *)w)[i + e]);
+        else if (DT == KB_F16) v[e] = cu_f16(((const uint16_t *)w)[i + e]);
+        else v[e] = ((const float *)w)[i + e];
+    }
+}
+
+__device__ __forceinline__ void cu_xload8(float *v, const float *x, int k, int end, bool vec) {
+    if (vec) {
+        const float4 a = ((const float4 *)(x + k))[0], b = ((const float4 *)(x + k))[1];
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        if (k + e >= end) break;
+        v[e] = x[k + e];
+    }
+}
+
 #endif

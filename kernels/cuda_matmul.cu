@@ -47,58 +47,10 @@
 
 #include "cuda_internal.cuh"
 
-#define MM_MAX_WARPS 8
+#define MM_MAX_WARPS CU_MM_MAX_WARPS
 
 enum { MODE_INVARIANT = 0, MODE_CUBLAS = 1 };
 static int g_mode = MODE_INVARIANT;
-
-/* 8 consecutive weight elements [k, k + 8) of a row as floats. vec: one
- * (f32: two) 16-byte load; else element by element, those at or past end
- * left as they were (the caller skips them too). */
-template <int DT>
-__device__ __forceinline__ void wload8(float *v, const void *w, size_t i, int k, int end, bool vec) {
-    if (vec) {
-        if (DT == KB_F32) {
-            const float4 a = ((const float4 *)((const float *)w + i))[0];
-            const float4 b = ((const float4 *)((const float *)w + i))[1];
-            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        } else {
-            const uint4 u = *(const uint4 *)((const uint16_t *)w + i);
-            const unsigned q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                if (DT == KB_BF16) {
-                    v[2 * e] = __uint_as_float(q[e] << 16);
-                    v[2 * e + 1] = __uint_as_float(q[e] & 0xffff0000u);
-                } else {
-                    v[2 * e] = cu_f16((uint16_t)(q[e] & 0xffffu));
-                    v[2 * e + 1] = cu_f16((uint16_t)(q[e] >> 16));
-                }
-            }
-        }
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        if (k + e >= end) break;
-        if (DT == KB_BF16) v[e] = cu_bf16(((const uint16_t *)w)[i + e]);
-        else if (DT == KB_F16) v[e] = cu_f16(((const uint16_t *)w)[i + e]);
-        else v[e] = ((const float *)w)[i + e];
-    }
-}
-
-__device__ __forceinline__ void xload8(float *v, const float *x, int k, int end, bool vec) {
-    if (vec) {
-        const float4 a = ((const float4 *)(x + k))[0], b = ((const float4 *)(x + k))[1];
-        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        if (k + e >= end) break;
-        v[e] = x[k + e];
-    }
-}
 
 /* Block: nw parts × G row groups of warps (warp = g·nw + p); group g holds
  * weight rows (blockIdx.x·G + g)·R + [0, R). part: the part length, a
@@ -172,12 +124,12 @@ mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int par
         for (int k = k0 + 8 * lane; k < k1; k += 256) {
             float wv[R][8];
 #pragma unroll
-            for (int i = 0; i < R; i++) wload8<DT>(wv[i], wi[i], wrow[i] + (size_t)k, k, k1, vec);
+            for (int i = 0; i < R; i++) cu_wload8<DT>(wv[i], wi[i], wrow[i] + (size_t)k, k, k1, vec);
 #pragma unroll
             for (int r = 0; r < MT; r++) {
                 if (r >= nr) break;
                 float xv[8];
-                xload8(xv, xt + (size_t)r * cols, k, k1, vec);
+                cu_xload8(xv, xt + (size_t)r * cols, k, k1, vec);
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     if (!vec && k + e >= k1) break;
@@ -245,16 +197,10 @@ mm_inv(mm_set set, const float *__restrict__ x, int m, int cols, int nw, int par
     }
 }
 
-/* Parts of a row's reduction: a function of cols alone (the order). */
-static int mm_parts(int cols) {
-    int nw = 1;
-    while (nw < MM_MAX_WARPS && cols / (2 * nw) >= 512) nw *= 2;
-    return nw;
-}
 
 template <int DT, int R, int MT, int SW>
 static void launch_inv(mm_set set, const float *x, int m, int cols) {
-    const int nw = mm_parts(cols);
+    const int nw = cu_mm_parts(cols);
     const int part = ((cols + nw - 1) / nw + 7) / 8 * 8;
     const int G = nw >= 4 ? 1 : 4 / nw;
     int vec = cols % 8 == 0 && ((uintptr_t)x & 15) == 0;

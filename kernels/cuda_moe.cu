@@ -10,7 +10,7 @@
  * The grouped matmul (moe_mm) gives every output element the reduction
  * order of cuda_matmul.cu's invariant mode (mm_inv), so each expert's rows
  * come out with the bits of one kb_matmul of that expert over them
- * (test_cuda checks it): the row's k range in mm_parts(cols) parts, each a
+ * (test_cuda checks it): the row's k range in cu_mm_parts(cols) parts, each a
  * multiple of 8 long; in a part, lane L one fma chain over the 8
  * consecutive elements at part start + 256·it + 8·L (element order, then
  * it); the 32 lane sums by the xor butterfly 16, 8, 4, 2, 1; the parts
@@ -31,56 +31,8 @@
 #include "cuda_internal.cuh"
 #include "errmsg.h"
 
-#define MOE_MAX_WARPS 8
+#define MOE_MAX_WARPS CU_MM_MAX_WARPS
 #define MOE_MT 4
-
-/* 8 consecutive weight elements [k, k + 8) as floats (cuda_matmul.cu's
- * wload8: one or two 16-byte loads when vec, else element by element up
- * to end). */
-template <int DT>
-static __device__ __forceinline__ void moe_wload8(float *v, const void *w, size_t i, int k, int end, bool vec) {
-    if (vec) {
-        if (DT == KB_F32) {
-            const float4 a = ((const float4 *)((const float *)w + i))[0];
-            const float4 b = ((const float4 *)((const float *)w + i))[1];
-            v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        } else {
-            const uint4 u = *(const uint4 *)((const uint16_t *)w + i);
-            const unsigned q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                if (DT == KB_BF16) {
-                    v[2 * e] = __uint_as_float(q[e] << 16);
-                    v[2 * e + 1] = __uint_as_float(q[e] & 0xffff0000u);
-                } else {
-                    v[2 * e] = cu_f16((uint16_t)(q[e] & 0xffffu));
-                    v[2 * e + 1] = cu_f16((uint16_t)(q[e] >> 16));
-                }
-            }
-        }
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        if (k + e >= end) break;
-        if (DT == KB_BF16) v[e] = cu_bf16(((const uint16_t *)w)[i + e]);
-        else if (DT == KB_F16) v[e] = cu_f16(((const uint16_t *)w)[i + e]);
-        else v[e] = ((const float *)w)[i + e];
-    }
-}
-
-static __device__ __forceinline__ void moe_xload8(float *v, const float *x, int k, int end, bool vec) {
-    if (vec) {
-        const float4 a = ((const float4 *)(x + k))[0], b = ((const float4 *)(x + k))[1];
-        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        if (k + e >= end) break;
-        v[e] = x[k + e];
-    }
-}
 
 struct moe_mm_args {
     float *y[2];              /* per set: [total rows, rows] */
@@ -116,12 +68,12 @@ __global__ void __launch_bounds__(MOE_MAX_WARPS * 32) moe_mm(moe_mm_args a) {
         for (int r = 0; r < MOE_MT; r++) acc[r] = 0.0f;
         for (int k = k0 + 8 * lane; k < k1; k += 256) {
             float wv[8];
-            moe_wload8<DT>(wv, w, wrow + (size_t)k, k, k1, vec);
+            cu_wload8<DT>(wv, w, wrow + (size_t)k, k, k1, vec);
 #pragma unroll
             for (int r = 0; r < MOE_MT; r++) {
                 if (r >= nr) break;
                 float xv[8];
-                moe_xload8(xv, a.x + (size_t)(i0 + r) * cols, k, k1, vec);
+                cu_xload8(xv, a.x + (size_t)(i0 + r) * cols, k, k1, vec);
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     if (!vec && k + e >= k1) break;
@@ -150,13 +102,6 @@ __global__ void __launch_bounds__(MOE_MAX_WARPS * 32) moe_mm(moe_mm_args a) {
     }
 }
 
-/* cuda_matmul.cu mm_parts: the parts of a row's reduction, a function of
- * cols alone. Must stay equal to it (test_cuda compares the bits). */
-static int moe_parts(int cols) {
-    int nw = 1;
-    while (nw < MOE_MAX_WARPS && cols / (2 * nw) >= 512) nw *= 2;
-    return nw;
-}
 
 /* the weight pointers of one call, host side (staged into the ring) */
 enum { MOE_MAX_PTRS = 2 * 4096 };
@@ -196,7 +141,7 @@ void cuda_matmul_grouped(int n_sets, float *const ys[], const kb_weight *const w
     a.n_groups = n_groups;
     a.rows = rows;
     a.cols = cols;
-    a.nw = moe_parts(cols);
+    a.nw = cu_mm_parts(cols);
     a.part = ((cols + a.nw - 1) / a.nw + 7) / 8 * 8;
     const int G = a.nw >= 4 ? 1 : 4 / a.nw;
     a.rblocks = (rows + G - 1) / G;

@@ -1116,6 +1116,33 @@ static void test_replay(gen_engine *ec, gen_engine *eg, int V) {
     free(lc); free(lg); free(l0);
 }
 
+/* Greedy generation of the synthetic prompts on the CPU and on CUDA: how
+ * many of the LL_NP prompts give the same tokens, -1 when a run failed. */
+static int greedy_same(gen_engine *ec, gen_engine *eg, int (*prompts)[LL_MAXP], const int *lens) {
+    const int *pp[LL_NP];
+    for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
+    gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
+    gen_result rcpu[LL_NP], rgpu[LL_NP];
+    char err[1024];
+    use("cpu");
+    int ok = !gen_run(ec, pp, lens, LL_NP, &gp, NULL, NULL, rcpu, NULL, err, sizeof err);
+    CHECKF(ok, "cpu gen_run: %s", err);
+    use("cuda");
+    if (!ok) return -1;
+    ok = !gen_run(eg, pp, lens, LL_NP, &gp, NULL, NULL, rgpu, NULL, err, sizeof err);
+    CHECKF(ok, "cuda gen_run: %s", err);
+    int same = -1;
+    if (ok) {
+        same = 0;
+        for (int i = 0; i < LL_NP; i++)
+            same += rcpu[i].n_tokens == rgpu[i].n_tokens &&
+                    !memcmp(rcpu[i].tokens, rgpu[i].tokens, sizeof(int) * (size_t)rcpu[i].n_tokens);
+        gen_results_free(rgpu, LL_NP);
+    }
+    gen_results_free(rcpu, LL_NP);
+    return same;
+}
+
 static void test_engine(void) {
     gen_engine *ec = NULL, *eg = NULL;
     if (make_engine(&ec, "cpu") || make_engine(&eg, "cuda")) { gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return; }
@@ -1197,28 +1224,12 @@ static void test_engine(void) {
     static int prompts[LL_NP][LL_MAXP];
     int lens[LL_NP];
     ll_synthetic_prompts(V, prompts, lens);
-    const int *pp[LL_NP];
-    for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
-    gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
-    gen_result rcpu[LL_NP], rgpu[LL_NP];
-    char err[1024];
-    use("cpu");
-    int ok = !gen_run(ec, pp, lens, LL_NP, &gp, NULL, NULL, rcpu, NULL, err, sizeof err);
-    CHECKF(ok, "cpu gen_run: %s", err);
-    use("cuda");
-    ok = ok && !gen_run(eg, pp, lens, LL_NP, &gp, NULL, NULL, rgpu, NULL, err, sizeof err);
-    CHECKF(ok, "cuda gen_run: %s", err);
-    if (ok) {
-        int same = 0;
-        for (int i = 0; i < LL_NP; i++)
-            same += rcpu[i].n_tokens == rgpu[i].n_tokens &&
-                    !memcmp(rcpu[i].tokens, rgpu[i].tokens, sizeof(int) * (size_t)rcpu[i].n_tokens);
+    const int same = greedy_same(ec, eg, prompts, lens);
+    if (same >= 0) {
         /* bit-identical logits make this a must; with RoPE's ulp it is near-certain, but a near tie may flip */
         if (identical) CHECKF(same == LL_NP, "greedy output on CUDA differs from the CPU's for %d of %d prompts",
                               LL_NP - same, LL_NP);
         printf("greedy generation: %d of %d prompts give the CPU's tokens\n", same, LL_NP);
-        gen_results_free(rcpu, LL_NP);
-        gen_results_free(rgpu, LL_NP);
     }
     /* speculation on vs off, on CUDA */
     static const int depths[3] = {1, 3, 5}, batches[2] = {1, 3};
@@ -1501,27 +1512,11 @@ static void test_moe_engine(void) {
             static int prompts[LL_NP][LL_MAXP];
             int lens[LL_NP];
             ll_synthetic_prompts(V, prompts, lens);
-            const int *pp[LL_NP];
-            for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
-            gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
-            gen_result rcpu[LL_NP], rgpu[LL_NP];
-            char err[1024];
-            use("cpu");
-            int ok = !gen_run(ec, pp, lens, LL_NP, &gp, NULL, NULL, rcpu, NULL, err, sizeof err);
-            CHECKF(ok, "cpu gen_run: %s", err);
-            use("cuda");
-            ok = ok && !gen_run(eg, pp, lens, LL_NP, &gp, NULL, NULL, rgpu, NULL, err, sizeof err);
-            CHECKF(ok, "cuda gen_run: %s", err);
-            if (ok) {
-                int same = 0;
-                for (int i = 0; i < LL_NP; i++)
-                    same += rcpu[i].n_tokens == rgpu[i].n_tokens &&
-                            !memcmp(rcpu[i].tokens, rgpu[i].tokens, sizeof(int) * (size_t)rcpu[i].n_tokens);
+            const int same = greedy_same(ec, eg, prompts, lens);
+            if (same >= 0) {
                 CHECKF(same == LL_NP, "moe: greedy output on CUDA differs from the CPU's for %d of %d prompts",
                        LL_NP - same, LL_NP);
                 printf("moe greedy generation: %d of %d prompts give the CPU's tokens\n", same, LL_NP);
-                gen_results_free(rcpu, LL_NP);
-                gen_results_free(rgpu, LL_NP);
             }
             static const int depths[2] = {1, 3}, batches[2] = {1, 3};
             ll_config cfgs[2] = {{"cuda moe ngram", {.name = "ngram"}, 0, NULL},
