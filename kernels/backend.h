@@ -104,7 +104,10 @@ long kb_device_waits(void);   /* kb_device_counts_now's waits */
  * (bf16/f16 weights take the activations rounded to the weight's type),
  * fast but NOT batch-invariant: cuBLAS picks its algorithm by shape, so a
  * row's logits may change with the rows beside it and spec-on vs spec-off
- * greedy output may differ. The diagnostic environment variable
+ * greedy output may differ. "tensor": bf16 weights on the tensor cores in
+ * their own fixed order (cuda_matmul_tc.cu), batch-invariant like
+ * "invariant", the activations exact (three bf16 each); f32/f16 weights as
+ * "invariant". The diagnostic environment variable
  * SPECBED_CUDA_MATMUL (read by kb_set_device("cuda")) may name it.
  * Returns 0, or -1 for an unknown mode or cuBLAS that cannot be loaded. */
 int kb_set_cuda_matmul(const char *mode);
@@ -297,7 +300,7 @@ void kb_gather_rows(float *dst, const float *src, const int *idx, int n, int row
  * s < n_sets ≤ 2 and group g, ys[s][start[g].., rows] = x[start[g].., cols]
  * · ws[s·n_groups + g]ᵀ (every weight the same rows, cols and dtype). The
  * same bits as one kb_matmul per set and group (on cuda as kb_matmul's
- * invariant mode, whatever kb_set_cuda_matmul says): a row's result does
+ * invariant mode, or the tensor mode's for bf16 in it; cuBLAS's never): a row's result does
  * not depend on its group's size. On cpu one kb_matmul_n per group; on
  * cuda one launch for all of them. */
 void kb_matmul_grouped(int n_sets, float *const ys[], const kb_weight *const ws[], const float *x,

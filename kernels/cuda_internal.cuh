@@ -63,8 +63,9 @@ void *cu_out(void *p, size_t bytes, int copy_in);
 void cu_end(const char *what);
 /* Device buffer `slot` (CU_SCRATCH_*) of at least bytes, kept between calls
  * (grown, never shrunk). Only inside a bracket. ATT: attention's per-chunk
- * partials (cuda_ops.cu), sized from the call's context bound. */
-enum { CU_SCRATCH_ATT = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_ROPE = 2, CU_SCRATCH_N = 3 };
+ * partials (cuda_ops.cu), sized from the call's context bound; XSPLIT:
+ * the tensor-core matmul's activations as three bf16 (cuda_matmul.cu). */
+enum { CU_SCRATCH_ATT = 0, CU_SCRATCH_XCONV = 1, CU_SCRATCH_ROPE = 2, CU_SCRATCH_XSPLIT = 3, CU_SCRATCH_N = 4 };
 void *cu_scratch(int slot, size_t bytes);
 /* Changes whenever staged bytes may be overwritten (the ring reset after a
  * wait, or regrown): a staged device copy stays readable by later calls
@@ -135,6 +136,7 @@ unsigned long cu_region(void);
 void cuda_matmul(float *y, const float *x, const kb_weight *w, int m);
 int  cuda_set_matmul(const char *mode);
 const char *cuda_matmul_mode(void);
+int  cuda_matmul_tensor(kb_dtype dt);   /* 1 when a dt weight goes to the tensor cores (mode "tensor", bf16) */
 void cuda_rmsnorm(float *y, const float *x, const float *g, int m, int n, float eps);
 void cuda_rope(float *x, const int *pos, int m, int n_heads, int head_dim, float theta);
 void cuda_swiglu(float *out, const float *gate, const float *up, int m, int n);
@@ -301,6 +303,44 @@ __device__ __forceinline__ void cu_xload8(float *v, const float *x, int k, int e
         if (k + e >= end) break;
         v[e] = x[k + e];
     }
+}
+
+/* ---- the tensor-core matmul's pieces (cuda_matmul.cu mm_tc) ------------- */
+
+/* d += A·B on the warp's tensor cores: PTX mma.sync m16n8k16, bf16
+ * inputs, f32 accumulators, in PTX's fragment layout (lane = 4·g + t):
+ * a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9],
+ * a[3] = A[g+8][2t+8, 2t+9]; b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g];
+ * d[0, 1] = D[g][2t, 2t+1], d[2, 3] = D[g+8][2t, 2t+1]; the lower k of a
+ * pair in the register's low half. sm_80 and later (CMakeLists builds 80
+ * and 90). tests/cuda_emu stands in a warp-wide function with the same
+ * layout (CU_MMA_BF16). */
+#ifndef CU_MMA_BF16
+__device__ __forceinline__ void cu_mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#define CU_MMA_BF16(d, a, b) cu_mma_bf16(d, a, b)
+#endif
+
+/* f's bf16 bits rounded to nearest, ties to even (finite f; an infinity
+ * stays one): integer arithmetic, the same bits on every device */
+__device__ __forceinline__ uint32_t cu_bf16_rn(float f) {
+    const uint32_t u = __float_as_uint(f);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* x as three bf16, x = hi + mid + lo exactly (each remainder is exact in
+ * f32, and 3 × 8 significant bits hold f32's 24): the tensor cores then
+ * see the f32 activation itself, not a rounded one. */
+__device__ __forceinline__ void cu_split3(float x, uint32_t *hi, uint32_t *mid, uint32_t *lo) {
+    *hi = cu_bf16_rn(x);
+    const float r1 = x - __uint_as_float(*hi << 16);
+    *mid = cu_bf16_rn(r1);
+    const float r2 = r1 - __uint_as_float(*mid << 16);
+    *lo = cu_bf16_rn(r2);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* cuda_matmul.cu — CUDA backend: y[m, rows] = x[m, cols] · Wᵀ.
- * Owns: the two matmul modes (backend.h kb_set_cuda_matmul) and loading
+ * Owns: the three matmul modes (backend.h kb_set_cuda_matmul) and loading
  * cuBLAS (dlopen, on first use of its mode, so a process that never asks
  * for it neither loads its ~600 MB of libraries nor needs them installed).
  *
@@ -34,6 +34,11 @@
  * (2048 × 1024) is 1,024 blocks of 4 warps, all loads of a warp issued
  * before its first fma.
  *
+ * "tensor". bf16 weights on the tensor cores in their own fixed order
+ * (cuda_matmul_tc.cu: the same invariance, multi-row work at tensor-core
+ * rates, the f32 activations exact); f32/f16 weights as "invariant". Not
+ * the default until a GPU has measured it (bench/RECORD.md).
+ *
  * "cublas". cublasGemmEx with fp32 accumulation. bf16/f16 weights need the
  * activations in the same type, so x is rounded to it first (as bf16
  * engines do; relative error ≤ 2⁻⁸ per activation for bf16, 2⁻¹¹ for
@@ -46,26 +51,16 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
+#include "cuda_matmul.cuh"
 
 #define MM_MAX_WARPS CU_MM_MAX_WARPS
 
-enum { MODE_INVARIANT = 0, MODE_CUBLAS = 1 };
+enum { MODE_INVARIANT = 0, MODE_CUBLAS = 1, MODE_TENSOR = 2 };
 static int g_mode = MODE_INVARIANT;
 
 /* Block: nw parts × G row groups of warps (warp = g·nw + p); group g holds
  * weight rows (blockIdx.x·G + g)·R + [0, R). part: the part length, a
  * multiple of 8. */
-/* Up to MM_SET weights of the same cols over the same x, one launch: the
- * blocks [b0[t], b0[t + 1]) are weight t's (a layer's q, k, v; gate, up).
- * Each output's order is the one above whatever the set holds. */
-#define MM_SET 4
-struct mm_set {
-    float *y[MM_SET];
-    const void *w[MM_SET];
-    int rows[MM_SET];
-    int b0[MM_SET + 1];
-    int n;
-};
 
 /* SW: a layer's gate and up as one, SwiGLU in the epilogue (the set is
  * {gate → y[0], up → y[1]}, rows[0] = rows[1]): a warp's R weight rows are
@@ -232,6 +227,10 @@ static void launch_invariant(const mm_set &set, const float *x, int m, int cols)
 }
 
 static void launch_set(const mm_set &set, kb_dtype dt, const float *x, int m, int cols, int swiglu = 0) {
+    if (g_mode == MODE_TENSOR && dt == KB_BF16 && !swiglu) {
+        cuda_mm_tc_launch(set, x, m, cols);
+        return;
+    }
     switch (dt) {
     case KB_F32: swiglu ? launch_invariant<KB_F32, 1>(set, x, m, cols) : launch_invariant<KB_F32, 0>(set, x, m, cols); break;
     case KB_BF16:
@@ -272,7 +271,8 @@ void cuda_matmul_flush(void) {
  * the SwiGLU launch is saved; the bits of the two calls. 1 when taken. */
 int cuda_matmul_take_swiglu(float *out, const float *gate, const float *up, int m, int n) {
     cu_lock();
-    const int ok = g_mode == MODE_INVARIANT && g_held.set.n == 2 && out == gate && g_held.m == m &&
+    /* the tensor order has no fused epilogue: its gate/up launch as a set, the SwiGLU after */
+    const int ok = g_mode != MODE_CUBLAS && !cuda_matmul_tensor(g_held.dt) && g_held.set.n == 2 && out == gate && g_held.m == m &&
                    g_held.set.y[0] == gate && g_held.set.y[1] == up && g_held.set.rows[0] == n &&
                    g_held.set.rows[1] == n && (const float *)up != g_held.x && (const float *)gate != g_held.x;
     mm_set set;
@@ -293,7 +293,7 @@ int cuda_matmul_take_swiglu(float *out, const float *gate, const float *up, int 
 
 /* 1 when the call was held (or joined what is held) */
 static int hold(float *y, const float *x, const kb_weight *w, int m) {
-    if (g_mode != MODE_INVARIANT || !cu_async_depth() || w->cols <= 0 || !cu_on_device(x) || !cu_on_device(y) ||
+    if (g_mode == MODE_CUBLAS || !cu_async_depth() || w->cols <= 0 || !cu_on_device(x) || !cu_on_device(y) ||
         !cu_on_device(w->data) || y == x)
         return 0;
     cu_lock();
@@ -378,6 +378,7 @@ static int load_cublas(void) {
 
 int cuda_set_matmul(const char *mode) {
     if (mode && !strcmp(mode, "invariant")) { g_mode = MODE_INVARIANT; return 0; }
+    if (mode && !strcmp(mode, "tensor")) { g_mode = MODE_TENSOR; return 0; }
     if (mode && !strcmp(mode, "cublas")) {
         if (load_cublas()) return -1;
         g_mode = MODE_CUBLAS;
@@ -386,7 +387,11 @@ int cuda_set_matmul(const char *mode) {
     return -1;
 }
 
-const char *cuda_matmul_mode(void) { return g_mode == MODE_CUBLAS ? "cublas" : "invariant"; }
+const char *cuda_matmul_mode(void) {
+    return g_mode == MODE_CUBLAS ? "cublas" : g_mode == MODE_TENSOR ? "tensor" : "invariant";
+}
+
+int cuda_matmul_tensor(kb_dtype dt) { return g_mode == MODE_TENSOR && dt == KB_BF16; }
 
 __global__ void to_bf16(__nv_bfloat16 *d, const float *s, size_t n) {
     CU_PDL_ENTRY();

@@ -8,7 +8,8 @@
  * whatever cuda_matmul.cu holds is launched first by cu_begin.
  *
  * The grouped matmul (moe_mm) gives every output element the reduction
- * order of cuda_matmul.cu's invariant mode (mm_inv), so each expert's rows
+ * order of cuda_matmul.cu's invariant mode (mm_inv; in the tensor mode,
+ * bf16 experts go one launch each through cuda_matmul_tc.cu's order), so each expert's rows
  * come out with the bits of one kb_matmul of that expert over them
  * (test_cuda checks it): the row's k range in cu_mm_parts(cols) parts, each a
  * multiple of 8 long; in a part, lane L one fma chain over the 8
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
+#include "cuda_matmul.cuh"
 #include "errmsg.h"
 
 #define MOE_MAX_WARPS CU_MM_MAX_WARPS
@@ -133,6 +135,25 @@ void cuda_matmul_grouped(int n_sets, float *const ys[], const kb_weight *const w
         for (int s = 0; s < n_sets; s++)
             cu_check(cudaMemsetAsync(a.y[s], 0, (size_t)m * (size_t)rows * sizeof(float), cu_stream()),
                      "matmul_grouped");
+        cu_end("matmul_grouped");
+        return;
+    }
+    if (cuda_matmul_tensor(dt)) {
+        /* the tensor cores' order (cuda_matmul_tc.cu) for kb_matmul's bits:
+         * one launch an expert, its gate and up as one set */
+        for (int gi = 0; gi < n_groups; gi++) {
+            const int r0 = start[gi], nr = start[gi + 1] - r0;
+            if (nr <= 0) continue;
+            mm_set set;
+            memset(&set, 0, sizeof set);
+            for (int s = 0; s < n_sets; s++) {
+                set.y[s] = a.y[s] + (size_t)r0 * rows;
+                set.w[s] = ws[s * n_groups + gi]->data;
+                set.rows[s] = rows;
+            }
+            set.n = n_sets;
+            cuda_mm_tc_launch(set, a.x + (size_t)r0 * cols, nr, cols);
+        }
         cu_end("matmul_grouped");
         return;
     }

@@ -35,7 +35,7 @@ int kb_set_device(const char *name, char *err, size_t errlen) {
         /* diagnostic (README lists it): the matmul mode, read once here */
         const char *mode = getenv("SPECBED_CUDA_MATMUL");
         if (mode && *mode && ops->set_matmul(mode))
-            return errf(err, errlen, "SPECBED_CUDA_MATMUL=%s: expected invariant or cublas (and cuBLAS loadable)",
+            return errf(err, errlen, "SPECBED_CUDA_MATMUL=%s: expected invariant, tensor or cublas (and cuBLAS loadable)",
                         mode);
         /* diagnostic too: CUDA graphs off (0) or required (1) */
         const char *graphs = getenv("SPECBED_CUDA_GRAPHS"), *why = NULL;

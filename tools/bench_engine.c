@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
                                 "                    [--text WORKLOAD]\n"
                                 "                    [--curve-batches LIST (the cost curve's batches, at most 3 of 1..16; default 1,4,16)]\n"
                                 "(threads: OMP_NUM_THREADS, default every CPU; SIMD path: SPECBED_CPU_PATH;\n"
-                                " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
+                                " CUDA matmul: SPECBED_CUDA_MATMUL=invariant|tensor|cublas; graphs: SPECBED_CUDA_GRAPHS=0|1;\n"
                                 " programmatic dependent launch: SPECBED_CUDA_PDL=0|1)\n";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

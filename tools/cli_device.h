@@ -6,7 +6,8 @@
 
 #define CLI_DEVICE_HELP                                                                              \
     "  --device D          cpu (default) or cuda: the kernels on the first visible GPU\n"              \
-    "                      (SPECBED_CUDA_MATMUL=cublas: cuBLAS matmuls, fast, not batch-invariant)\n"
+    "                      (SPECBED_CUDA_MATMUL=tensor: bf16 matmuls on the tensor cores, batch-invariant;\n" \
+    "                      SPECBED_CUDA_MATMUL=cublas: cuBLAS matmuls, fast, not batch-invariant)\n"
 
 /* --experts-on-host, for the commands that take it (generate, serve, profile,
  * bench_engine), beside CLI_DEVICE_HELP. */

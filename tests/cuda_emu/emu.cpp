@@ -102,6 +102,34 @@ double __shfl_xor_sync(unsigned mask, double v, int lane_mask) {
     return r;
 }
 
+namespace {
+struct mma_frag { uint32_t a[4], b[2]; };
+mma_frag g_mma[MAX_THREADS];
+float bf16_at(uint32_t reg, int half) { return __uint_as_float(half ? reg & 0xffff0000u : reg << 16); }
+}  // namespace
+
+/* PTX's m16n8k16 fragments (lane = 4·group + t): A[i][k] in lane
+ * 4·(i mod 8) + (k mod 8)/2, register (i ≥ 8) + 2·(k ≥ 8), half k mod 2;
+ * B[k][j] in lane 4·j + (k mod 8)/2, register (k ≥ 8), half k mod 2;
+ * D[i][j] in lane 4·(i mod 8) + j/2, element 2·(i ≥ 8) + j mod 2. */
+void emu_mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    const int t = (int)(g_cur - g_f), base = t & ~31, lane = t & 31;
+    for (int r = 0; r < 4; r++) g_mma[t].a[r] = a[r];
+    for (int r = 0; r < 2; r++) g_mma[t].b[r] = b[r];
+    __syncthreads();
+    for (int e = 0; e < 4; e++) {
+        const int i = (lane >> 2) + 8 * (e >> 1), j = 2 * (lane & 3) + (e & 1);
+        double s = 0;
+        for (int k = 0; k < 16; k++) {
+            const mma_frag &fa = g_mma[base + 4 * (i & 7) + ((k & 7) >> 1)];
+            const mma_frag &fb = g_mma[base + 4 * j + ((k & 7) >> 1)];
+            s += (double)bf16_at(fa.a[(i >= 8) + 2 * (k >= 8)], k & 1) * (double)bf16_at(fb.b[k >= 8], k & 1);
+        }
+        d[e] = (float)((double)d[e] + s);
+    }
+    __syncthreads();
+}
+
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &body) {
     int n = (int)(block.x * block.y * block.z);
     if (n <= 0 || n > MAX_THREADS) {

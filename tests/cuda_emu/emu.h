@@ -70,7 +70,20 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; __synct
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 double __shfl_xor_sync(unsigned mask, double v, int lane_mask);
 
+/* The warp's tensor-core product (cuda_internal.cuh cu_mma_bf16: PTX
+ * mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32), a warp-wide
+ * collective like the shuffles: each lane gives its fragments (a: 4
+ * registers of two bf16, b: 2, d: 4 floats, in PTX's documented layout)
+ * and gets its four outputs d += A·B. Each output is its 16 exact products
+ * summed in double and added to d with one rounding to float: the layout
+ * and the data flow are the GPU's, the accumulation's rounding is not
+ * (Hopper's tensor cores truncate; emu.h's header says what the emulator
+ * cannot show). */
+void emu_mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]);
+#define CU_MMA_BF16(d, a, b) emu_mma_bf16(d, a, b)
+
 static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 /* one rounding each, never contracted (the emulator builds with -ffp-contract=off) */
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }

@@ -47,6 +47,7 @@ for t in test_cuda lossless test_util; do compile_c "$ROOT/tests/$t.c" "$B/tests
 for src in "$ROOT"/kernels/*.cu "$ROOT/tests/cuda_emu/emu.cpp"; do
   obj="$B/emu-$(basename "$src").o"
   if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ "$ROOT/kernels/cuda_internal.cuh" -nt "$obj" ] || \
+     [ "$ROOT/kernels/cuda_matmul.cuh" -nt "$obj" ] || \
      [ "$ROOT/tests/cuda_emu/emu.h" -nt "$obj" ]; then
     g++ "${CXXFLAGS[@]}" -c "$src" -o "$obj"
   fi
