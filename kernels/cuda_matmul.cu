@@ -261,8 +261,11 @@ static struct {
 
 void cuda_matmul_flush(void) {
     if (!g_held.set.n) return;
-    launch_set(g_held.set, g_held.dt, g_held.x, g_held.m, g_held.cols);
+    /* taken before the launch: the tensor order's launch may grow its
+     * scratch, which flushes held calls again (cu_scratch) */
+    const mm_set set = g_held.set;
     g_held.set.n = 0;
+    launch_set(set, g_held.dt, g_held.x, g_held.m, g_held.cols);
 }
 
 /* The SwiGLU of a held gate/up pair (cuda_ops.cu cuda_swiglu asks first):

@@ -685,6 +685,16 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
  * Loads: a warp reads a K or V row's head_dim floats as consecutive
  * 128-byte lines (lane L the floats L + 32j), 8 positions per warp in
  * flight in the scores and in P·V.
+ * Tiles: a call of more than ATT_TILE_MIN_ROWS rows (a prefill chunk)
+ * gives a block ATT_TILE consecutive rows instead of one. When they share
+ * a page list (one sequence: the usual case) each K and V row is loaded
+ * once and fed to every row's own chain; otherwise each row loads its own.
+ * Each row still gets exactly the operations above, in the same order
+ * (its positions past its own length recomputed and dropped, its P·V
+ * chain stopping at its length, its trees in turn), so the tile changes
+ * no bits (test_cuda: wide calls = rows alone) and only the traffic.
+ * Fewer rows keep a block per row: batched decode's rows are of different
+ * sequences, and a block each keeps the SMs busy.
  *
  * Roofline — a PREDICTION, no GPU has run this version. Qwen3-0.6B's shape
  * (16 q heads, 8 kv heads, head_dim 128), one decode row at a 4,096-token
@@ -701,21 +711,30 @@ void cuda_weight_rows(float *dst, const kb_weight *w, const int *rows, int n) {
  * head is one chunk, 16 blocks as before, each ~4 round trips for the
  * scores (64 positions in flight) and ~4 for P·V (8 a warp): ~6 µs plus
  * the combine's ~1.5, about the old kernel's 8.6 µs measured on the H200
- * (bench/RECORD.md): no gain expected there. A wide prefill call through
- * kb_attention_idx launches a block per (row, head, chunk of the bound),
- * most of them empty, and keeps (head_dim + 2) floats per chunk of each
- * (row, head) in scratch: at 2,048 rows, 16 heads and a 4,096 bound,
- * 272 MB. */
+ * (bench/RECORD.md): no gain expected there. Prefill, 2,048 rows of one
+ * sequence: each (row, head) reads its context's K and V (1 KB a position
+ * and head), ~34 GB a layer into the SMs with a block per row, mostly from
+ * L2 (~100–175 ms over 28 layers at 5–10 TB/s); tiles of 4 rows read a
+ * quarter, ~8.6 GB a layer: ~25–45 ms predicted, the fp32 fmas (~17
+ * GFLOP a layer, ~7 ms in all) and the per-row trees (~9 ms) beside it.
+ * 117 registers at head_dim 128 (ptxas, sm_90): 2 blocks an SM; a tile of
+ * 8 took 193 (one block an SM). A wide call through kb_attention_idx
+ * launches a block per (tile, head, chunk of the bound), most of them
+ * empty, and keeps (head_dim + 2) floats per chunk of each (row, head) in
+ * scratch: at 2,048 rows, 16 heads and a 4,096 bound, 272 MB. */
 #define ATT_CHUNK 256             /* positions per block: a constant, never of the call */
 #define ATT_THREADS 256           /* 8 warps, one thread per slot of a chunk */
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_QREG 8                /* most q (and P·V sums) per lane in registers */
 #define ATT_HB (32 * ATT_QREG)    /* head_dim elements per P·V pass: 256, one pass for head_dim ≤ 256 */
 #define ATT_COMBINE_THREADS 128
+#define ATT_TILE 4                /* rows a block in a wide call (attend_launch) */
+#define ATT_TILE_MIN_ROWS 64      /* wider than this: tiles */
 static_assert(ATT_THREADS == ATT_CHUNK && ATT_HB == ATT_THREADS && ATT_WARPS == 8,
               "a thread per slot and per P·V element; the warp tree below is of 8");
 
-/* A chunk's partial: [m_c, l_c, o_c[0..hd)] at part + ((row·n_heads + head)·n_chunks + c)·(hd + 2).
+/* A block: the rows r0 .. r0 + RT − 1 (those below n_q) of head h, chunk c.
+ * A chunk's partial: [m_c, l_c, o_c[0..hd)] at part + ((row·n_heads + head)·n_chunks + c)·(hd + 2).
  * G (1, 2, 4 or 8; att_groups): a lane's elements of a row, d = L + 32j
  * for j < G, every load unconditional (no branch between a row's loads
  * and the fmas, so all of them are issued first): an index past head_dim
@@ -724,22 +743,33 @@ static_assert(ATT_THREADS == ATT_CHUNK && ATT_HB == ATT_THREADS && ATT_WARPS == 
  * thread writes out in P·V, so the result is the same for any
  * G ≥ head_dim/32 (G follows head_dim alone in any case). head_dim > 256:
  * G = 8 and the rest one element a lane at a time. */
-template <int G>
+template <int G, int RT>
 __global__ void __launch_bounds__(ATT_THREADS)
     attend_chunk_k(float *part, const float *q, const float *kp, const float *vp, const int *page_cat,
                    const int *page_off, const int *n_ctx, int page_size, int n_kv, int hd, int n_heads, float scale,
-                   int n_chunks) {
+                   int n_chunks, int n_q) {
     CU_PDL_ENTRY();
-    const int rh = (int)blockIdx.x, c = (int)blockIdx.y, r = rh / n_heads, h = rh % n_heads;
-    const int n = n_ctx[r], p0 = c * ATT_CHUNK;
-    if (p0 >= n) return;   /* past the row's context: the combine reads only the row's own chunks */
-    const int len = n - p0 < ATT_CHUNK ? n - p0 : ATT_CHUNK;
-    const int *pages = page_cat + page_off[r];   /* row r's sequence's page list */
+    const int bx = (int)blockIdx.x, c = (int)blockIdx.y, r0 = bx / n_heads * RT, h = bx % n_heads;
+    const int p0 = c * ATT_CHUNK;
+    /* the tile's rows r0 + ρ (ρ < nr): each row's own chunk length (0: the
+     * chunk is past its context, and the row writes nothing) */
+    const int nr = n_q - r0 < RT ? n_q - r0 : RT;
+    int len[RT], lmax = 0;
+    const int *pages[RT];
+    bool same = true;   /* every row of the tile on one page list: K and V read once for all */
+#pragma unroll
+    for (int u = 0; u < RT; u++) {
+        const int n = u < nr ? n_ctx[r0 + u] : 0;
+        len[u] = n - p0 <= 0 ? 0 : n - p0 < ATT_CHUNK ? n - p0 : ATT_CHUNK;
+        lmax = len[u] > lmax ? len[u] : lmax;
+        pages[u] = page_cat + (u < nr ? page_off[r0 + u] : page_off[r0]);
+        same = same && (u >= nr || pages[u] == pages[0]);
+    }
+    if (lmax == 0) return;   /* past every row's context: the combine reads only a row's own chunks */
     const int kvh = h / (n_heads / n_kv);
     const size_t slot = (size_t)n_kv * hd, page_stride = (size_t)page_size * slot, head_off = (size_t)kvh * hd;
-    const float *qh = q + (size_t)rh * hd;
     const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5;
-    __shared__ float s[ATT_CHUNK];
+    __shared__ float s[RT][ATT_CHUNK];
     __shared__ float red[ATT_THREADS];
     __shared__ float po[ATT_WARPS][ATT_HB];
 
@@ -749,89 +779,142 @@ __global__ void __launch_bounds__(ATT_THREADS)
      * shuffles), across bit 3 half again (2), across bit 2 (1), then
      * bits 1 and 0 (2): 9 shuffles for 8 positions, each position's sum
      * the same tree over the 32 lanes, slot (lane >> 2) & 7 in the 4 lanes
-     * of that group */
+     * of that group. A tile's rows each get exactly that: one K row loaded
+     * (when they share a page list) feeds each row's own chain. */
     const int last = hd - 1;
-    float qr[G];
+    float qr[RT][G];
 #pragma unroll
-    for (int j = 0; j < G; j++) qr[j] = lane + 32 * j < hd ? qh[lane + 32 * j] : 0.0f;
-    for (int i0 = 0; i0 < len; i0 += 8 * ATT_WARPS) {   /* the same trip count in every warp (the shuffles) */
-        float a[8];
+    for (int u = 0; u < RT; u++)
 #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int i = i0 + 8 * warp + u;
-            i = i < len ? i : len - 1;   /* past the end: recomputes the last, writes nothing */
-            const int p = p0 + i;
-            const float *k =
-                kp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
-            float acc = 0.0f;
+        for (int j = 0; j < G; j++)
+            qr[u][j] = u < nr && lane + 32 * j < hd ? q[((size_t)(r0 + u) * n_heads + h) * hd + lane + 32 * j] : 0.0f;
+    for (int i0 = 0; i0 < lmax; i0 += 8 * ATT_WARPS) {   /* the same trip count in every warp (the shuffles) */
+        float a[RT][8];
 #pragma unroll
-            for (int j = 0; j < G; j++) acc = fmaf(qr[j], k[lane + 32 * j < hd ? lane + 32 * j : last], acc);
-            if (G == 8)   /* head_dim > 256 (G < 8 covers head_dim: no branch between the rows' loads) */
-                for (int d = lane + 32 * G; d < hd; d += 32) acc = fmaf(qh[d], k[d], acc);
-            a[u] = acc;
+        for (int v8 = 0; v8 < 8; v8++) {
+            int i = i0 + 8 * warp + v8;
+            i = i < lmax ? i : lmax - 1;   /* past the end: recomputes the last, writes nothing */
+            float kr[G];
+            const float *k = kp;
+            if (same) {   /* block-uniform: one K row for every row of the tile */
+                const int p = p0 + i;
+                k = kp + (size_t)pages[0][p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
+#pragma unroll
+                for (int j = 0; j < G; j++) kr[j] = k[lane + 32 * j < hd ? lane + 32 * j : last];
+            }
+#pragma unroll
+            for (int u = 0; u < RT; u++) {
+                if (!same) {   /* each row its own list, read only within its own context */
+                    if (len[u] == 0) { a[u][v8] = 0.0f; continue; }
+                    const int p = p0 + (i < len[u] ? i : len[u] - 1);
+                    k = kp + (size_t)pages[u][p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off;
+#pragma unroll
+                    for (int j = 0; j < G; j++) kr[j] = k[lane + 32 * j < hd ? lane + 32 * j : last];
+                }
+                float acc = 0.0f;
+#pragma unroll
+                for (int j = 0; j < G; j++) acc = fmaf(qr[u][j], kr[j], acc);
+                if (G == 8 && u < nr) {   /* head_dim > 256 (G < 8 covers head_dim: no branch between the loads) */
+                    const float *qh = q + ((size_t)(r0 + u) * n_heads + h) * hd;
+                    for (int d = lane + 32 * G; d < hd; d += 32) acc = fmaf(qh[d], k[d], acc);
+                }
+                a[u][v8] = acc;
+            }
         }
         const int b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
-        float x[4], y[2];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            x[j] = (b4 ? a[4 + j] : a[j]) + __shfl_xor_sync(0xffffffffu, b4 ? a[j] : a[4 + j], 16);
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-            y[j] = (b3 ? x[2 + j] : x[j]) + __shfl_xor_sync(0xffffffffu, b3 ? x[j] : x[2 + j], 8);
-        float z = (b2 ? y[1] : y[0]) + __shfl_xor_sync(0xffffffffu, b2 ? y[0] : y[1], 4);
-        z = z + __shfl_xor_sync(0xffffffffu, z, 2);
-        z = z + __shfl_xor_sync(0xffffffffu, z, 1);
         const int i = i0 + 8 * warp + ((lane >> 2) & 7);
-        if ((lane & 3) == 0 && i < len) s[i] = z * scale;
+#pragma unroll
+        for (int u = 0; u < RT; u++) {
+            float x[4], y[2];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                x[j] = (b4 ? a[u][4 + j] : a[u][j]) + __shfl_xor_sync(0xffffffffu, b4 ? a[u][j] : a[u][4 + j], 16);
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                y[j] = (b3 ? x[2 + j] : x[j]) + __shfl_xor_sync(0xffffffffu, b3 ? x[j] : x[2 + j], 8);
+            float z = (b2 ? y[1] : y[0]) + __shfl_xor_sync(0xffffffffu, b2 ? y[0] : y[1], 4);
+            z = z + __shfl_xor_sync(0xffffffffu, z, 2);
+            z = z + __shfl_xor_sync(0xffffffffu, z, 1);
+            if ((lane & 3) == 0 && i < len[u]) s[u][i] = z * scale;
+        }
     }
     __syncthreads();
-    red[t] = t < len ? s[t] : -INFINITY;
-    __syncthreads();
-    for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
-        if (t < w && red[t + w] > red[t]) red[t] = red[t + w];
+    /* each row's max and sum of exps, in turn */
+#pragma unroll 1
+    for (int u = 0; u < nr; u++) {
+        const int lu = len[u];
+        if (lu == 0) continue;   /* block-uniform */
+        red[t] = t < lu ? s[u][t] : -INFINITY;
         __syncthreads();
-    }
-    const float m = red[0];
-    __syncthreads();
-    const float e = t < len ? kb_expf(s[t] - m) : 0.0f;
-    s[t] = e;
-    red[t] = e;
-    __syncthreads();
-    for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
-        if (t < w) red[t] = red[t] + red[t + w];
+        for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
+            if (t < w && red[t + w] > red[t]) red[t] = red[t + w];
+            __syncthreads();
+        }
+        const float m = red[0];
         __syncthreads();
-    }
-    float *pc = part + ((size_t)rh * n_chunks + c) * ((size_t)hd + 2);
-    if (t == 0) {
-        pc[0] = m;
-        pc[1] = red[0];
+        const float e = t < lu ? kb_expf(s[u][t] - m) : 0.0f;
+        s[u][t] = e;
+        red[t] = e;
+        __syncthreads();
+        for (int w = ATT_THREADS / 2; w > 0; w /= 2) {
+            if (t < w) red[t] = red[t] + red[t + w];
+            __syncthreads();
+        }
+        float *pc = part + (((size_t)(r0 + u) * n_heads + h) * n_chunks + c) * ((size_t)hd + 2);
+        if (t == 0) {
+            pc[0] = m;
+            pc[1] = red[0];
+        }
+        __syncthreads();   /* red[0] read before the next row's tree */
     }
 
-    /* P·V: warp w the slots 32w..32w+31 (a V row's loads coalesced across
-     * the lanes, 8 rows' loads issued ahead of their fmas), then the 8
+    /* P·V: warp w the slots 32w..32w+31 in increasing order (a V row's
+     * loads coalesced across the lanes, 8 rows' loads issued ahead of their
+     * fmas), each tile row's chain stopping at its own length; then the 8
      * warps' sums in a fixed tree, one thread per element */
-    const int w0 = 32 * warp, w1 = len < w0 + 32 ? len : w0 + 32;
+    const int w0 = 32 * warp, w1 = lmax < w0 + 32 ? lmax : w0 + 32;
     for (int d0 = 0; d0 < hd; d0 += 32 * G) {
-        float acc[G];
+        float acc[RT][G];
 #pragma unroll
-        for (int j = 0; j < G; j++) acc[j] = 0.0f;
-#pragma unroll 8
+        for (int u = 0; u < RT; u++)
+#pragma unroll
+            for (int j = 0; j < G; j++) acc[u][j] = 0.0f;
+#pragma unroll 4
         for (int i = w0; i < w1; i++) {
             const int p = p0 + i;
-            const float *v =
-                vp + (size_t)pages[p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off + d0;
-            const float ei = s[i];
+            float vr[G];
+            if (same) {   /* block-uniform: one V row for every row of the tile (i < lmax) */
+                const float *v =
+                    vp + (size_t)pages[0][p / page_size] * page_stride + (size_t)(p % page_size) * slot + head_off + d0;
 #pragma unroll
-            for (int j = 0; j < G; j++)
-                acc[j] = fmaf(ei, v[d0 + lane + 32 * j < hd ? lane + 32 * j : last - d0], acc[j]);
+                for (int j = 0; j < G; j++) vr[j] = v[d0 + lane + 32 * j < hd ? lane + 32 * j : last - d0];
+            }
+#pragma unroll
+            for (int u = 0; u < RT; u++) {
+                if (i >= len[u]) continue;   /* warp-uniform; a row's slots are a prefix */
+                if (!same) {
+                    const float *v = vp + (size_t)pages[u][p / page_size] * page_stride + (size_t)(p % page_size) * slot +
+                                     head_off + d0;
+#pragma unroll
+                    for (int j = 0; j < G; j++) vr[j] = v[d0 + lane + 32 * j < hd ? lane + 32 * j : last - d0];
+                }
+                const float ei = s[u][i];
+#pragma unroll
+                for (int j = 0; j < G; j++) acc[u][j] = fmaf(ei, vr[j], acc[u][j]);
+            }
         }
 #pragma unroll
-        for (int j = 0; j < G; j++) po[warp][lane + 32 * j] = acc[j];
-        __syncthreads();
-        if (d0 + t < hd)
-            pc[2 + d0 + t] = ((po[0][t] + po[1][t]) + (po[2][t] + po[3][t])) +
-                             ((po[4][t] + po[5][t]) + (po[6][t] + po[7][t]));
-        __syncthreads();
+        for (int u = 0; u < RT; u++) {
+            if (u >= nr || len[u] == 0) continue;   /* block-uniform */
+#pragma unroll
+            for (int j = 0; j < G; j++) po[warp][lane + 32 * j] = acc[u][j];
+            __syncthreads();
+            float *pc = part + (((size_t)(r0 + u) * n_heads + h) * n_chunks + c) * ((size_t)hd + 2);
+            if (d0 + t < hd)
+                pc[2 + d0 + t] = ((po[0][t] + po[1][t]) + (po[2][t] + po[3][t])) +
+                                 ((po[4][t] + po[5][t]) + (po[6][t] + po[7][t]));
+            __syncthreads();
+        }
     }
 }
 
@@ -881,26 +964,27 @@ static void attend_launch(float *out, float *part, const float *q, const float *
                           const int *page_cat, const int *page_off, const int *n_ctx, int n_q, int max_ctx,
                           int page_size, int n_kv, int hd, int n_heads, float scale) {
     const int n_chunks = att_chunks(max_ctx);
-    const unsigned rh = (unsigned)(n_q * n_heads);
-    const dim3 grid(rh, (unsigned)n_chunks);
-    switch (att_groups(hd)) {
-    case 1:
-        CU_LAUNCH((attend_chunk_k<1>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
-                                                         hd, n_heads, scale, n_chunks);
-        break;
-    case 2:
-        CU_LAUNCH((attend_chunk_k<2>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
-                                                         hd, n_heads, scale, n_chunks);
-        break;
-    case 4:
-        CU_LAUNCH((attend_chunk_k<4>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
-                                                         hd, n_heads, scale, n_chunks);
-        break;
-    default:
-        CU_LAUNCH((attend_chunk_k<8>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv,
-                                                         hd, n_heads, scale, n_chunks);
+    /* tiles of ATT_TILE rows for a wide call (a prefill chunk, a long
+     * verify span: K and V read once a tile); a row a block below, where
+     * the rows are few and likely of different sequences (batched decode),
+     * so that every row keeps a block of its own. Either gives every row
+     * the same bits (attend_chunk_k). */
+    const int rt = n_q > ATT_TILE_MIN_ROWS ? ATT_TILE : 1;
+    const dim3 grid((unsigned)((n_q + rt - 1) / rt * n_heads), (unsigned)n_chunks);
+#define ATT_GO(G, RT)                                                                                                 \
+    CU_LAUNCH((attend_chunk_k<G, RT>), grid, ATT_THREADS)(part, q, kp, vp, page_cat, page_off, n_ctx, page_size, n_kv, \
+                                                         hd, n_heads, scale, n_chunks, n_q)
+#define ATT_GO_G(RT)                                  \
+    switch (att_groups(hd)) {                         \
+    case 1: ATT_GO(1, RT); break;                     \
+    case 2: ATT_GO(2, RT); break;                     \
+    case 4: ATT_GO(4, RT); break;                     \
+    default: ATT_GO(8, RT);                           \
     }
-    CU_LAUNCH(attend_combine_k, rh, ATT_COMBINE_THREADS)(out, part, n_ctx, n_heads, hd, n_chunks);
+    if (rt == 1) { ATT_GO_G(1) } else { ATT_GO_G(ATT_TILE) }
+#undef ATT_GO_G
+#undef ATT_GO
+    CU_LAUNCH(attend_combine_k, (unsigned)(n_q * n_heads), ATT_COMBINE_THREADS)(out, part, n_ctx, n_heads, hd, n_chunks);
 }
 
 /* One launch over the rows of n_spans spans: span s is the next

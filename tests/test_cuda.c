@@ -860,6 +860,83 @@ static void test_attention_long(void) {
     free(k); free(v); free(q); free(oc); free(og); free(oa); free(oi); free(scratch);
 }
 
+/* A wide call (over 64 rows: cuda_ops.cu's tiles of rows sharing a block,
+ * K and V read once for a tile on one page list) gives every row the bits
+ * it has alone (a block of its own): a prefill chunk of 100 rows of one
+ * sequence (contexts 201..300, across the first chunk's end, so tiles hold
+ * rows of different lengths); three spans whose tiles straddle sequences
+ * (40 rows at 221..260, 1 row at 5, 30 rows at 500..529: a tile of rows on
+ * different page lists, and one whose rows reach different chunks); and
+ * the prefill rows through kb_attention_idx under a 4,096 bound. Within the
+ * bound of the CPU's too. Qwen3-0.6B's head shape; head_dim 64 and 288
+ * (another lane count, and the part past 256) on the prefill span. */
+static void test_attention_prefill(void) {
+    static const int cfg[][3] = {/* n_kv, q heads, head_dim */ {8, 16, 128}, {1, 2, 64}, {1, 2, 288}};
+    double maxd = 0, ratio = 0;
+    for (int c = 0; c < 3; c++) {
+        const int ps = 12, n_kv = cfg[c][0], nh = cfg[c][1], hd = cfg[c][2], n_pages = 48 + 48 + 4;
+        const size_t pool = (size_t)n_pages * ps * n_kv * hd;
+        float *k = random_floats(pool, 1.0f), *v = random_floats(pool, 1.0f);
+        int pa[48], pb[1] = {n_pages - 1}, pc[48];
+        for (int i = 0; i < 48; i++) pa[i] = (i * 37 + 11) % 48, pc[i] = 48 + (i * 5 + 3) % 48;   /* scattered, disjoint */
+        float *mk = kb_alloc(pool * 4), *mv = kb_alloc(pool * 4);
+        kb_copy_to_device(mk, k, pool * 4);
+        kb_copy_to_device(mv, v, pool * 4);
+        kb_kv_view ha = {.k_pages = k, .v_pages = v, .pages = pa, .page_size = ps, .n_kv_heads = n_kv, .head_dim = hd};
+        kb_kv_view hb = ha, hc = ha;
+        hb.pages = pb;
+        hc.pages = pc;
+        kb_kv_view ma = ha, mb = hb, mc = hc;
+        ma.k_pages = mb.k_pages = mc.k_pages = mk;
+        ma.v_pages = mb.v_pages = mc.v_pages = mv;
+        enum { NQ = 100 };
+        const size_t qn = (size_t)NQ * nh * hd;
+        float *q = random_floats(qn, 2.0f);
+        float *oc = calloc(qn, 4), *og = calloc(qn, 4), *oa = calloc(qn, 4), *oi = calloc(qn, 4);
+        int nctx[NQ];
+        const kb_kv_view *hrow[NQ], *mrow[NQ];
+        use("cpu");
+        size_t sf = kb_attention_span_scratch(nh, n_kv, 560);
+        float *scratch = malloc(sf * 4);
+        double e;
+        long d;
+        for (int layout = 0; layout < (c == 0 ? 2 : 1); layout++) {
+            int n_q = NQ, n_spans = 1, span_rows[3] = {NQ, 0, 0};
+            kb_kv_view hv[3] = {ha, hb, hc}, mvw[3] = {ma, mb, mc};
+            if (layout == 0) {
+                for (int i = 0; i < NQ; i++) nctx[i] = 201 + i, hrow[i] = &hv[0], mrow[i] = &mvw[0];
+            } else {
+                n_q = 71, n_spans = 3, span_rows[0] = 40, span_rows[1] = 1, span_rows[2] = 30;
+                for (int i = 0; i < 40; i++) nctx[i] = 221 + i, hrow[i] = &hv[0], mrow[i] = &mvw[0];
+                nctx[40] = 5, hrow[40] = &hv[1], mrow[40] = &mvw[1];
+                for (int i = 0; i < 30; i++) nctx[41 + i] = 500 + i, hrow[41 + i] = &hv[2], mrow[41 + i] = &mvw[2];
+            }
+            const size_t qm = (size_t)n_q * nh * hd;
+            use("cpu");
+            kb_attention_spans(oc, q, hv, span_rows, n_spans, nctx, nh, 0.125f, scratch, sf);
+            use("cuda");
+            memset(og, 0xff, qm * 4);
+            kb_attention_spans(og, q, mvw, span_rows, n_spans, nctx, nh, 0.125f, scratch, sf);
+            att_rows_alone(oa, q, mrow, nctx, n_q, nh, scratch);
+            CHECKF((d = att_beyond(og, oc, q, hrow, nctx, n_q, nh, 0.125f, &maxd, &ratio)) == 0,
+                   "wide attention (hd %d, layout %d): %ld elements beyond the bound of the CPU's", hd, layout, d);
+            CHECKF((d = bits_differ(og, oa, qm, &e)) == 0, "wide attention (hd %d, layout %d): %ld elements differ "
+                   "from the rows alone", hd, layout, d);
+            if (layout == 0) {   /* the same rows from a step buffer's lists, under a 4,096 bound */
+                kb_attention_idx(oi, q, &ma, pa, 48, (int[NQ]){0}, nctx, NQ, 4096, nh, 0.125f, scratch, sf);
+                CHECKF((d = bits_differ(oi, oa, qm, &e)) == 0, "wide attention (hd %d) through kb_attention_idx: %ld "
+                       "elements differ from the rows alone", hd, d);
+            }
+        }
+        kb_free(mk);
+        kb_free(mv);
+        free(k); free(v); free(q); free(oc); free(og); free(oa); free(oi); free(scratch);
+    }
+    printf("attention, wide calls (tiles of rows): a 100-row prefill span (head_dim 64/128/288), three spans whose "
+           "tiles straddle sequences, and kb_attention_idx under a 4,096 bound: each row its bits alone; max |d| "
+           "from the CPU %.3g, at most %.3f of the bound\n", maxd, ratio);
+}
+
 /* ---- memory ------------------------------------------------------------------- */
 
 static void test_memory(void) {
@@ -1022,6 +1099,25 @@ static int prefill_logits(gen_engine *e, const int *toks, int n, float *logits) 
     return rc;
 }
 
+/* Rows of two [n, V] logit arrays whose argmax differs; *maxd the largest
+ * |a − b| (NaN counts as largest). */
+static int logits_apart(const float *lc, const float *lg, int n, int V, double *maxd) {
+    int argmax_bad = 0;
+    *maxd = 0;
+    for (int r = 0; r < n; r++) {
+        const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
+        int ia = 0, ib = 0;
+        for (int j = 0; j < V; j++) {
+            if (a[j] > a[ia]) ia = j;
+            if (b[j] > b[ib]) ib = j;
+            double d = fabs((double)a[j] - b[j]);
+            if (d != d || d > *maxd) *maxd = d;
+        }
+        argmax_bad += ia != ib;
+    }
+    return argmax_bad;
+}
+
 /* With bit-identical logits the drafters see the same inputs on both
  * devices, so they must draft, and get accepted, exactly the same: a
  * drafter reading a stale buffer on the device would still be lossless
@@ -1091,17 +1187,9 @@ static void test_replay(gen_engine *ec, gen_engine *eg, int V) {
         if (rc) break;
         if (graphs && step > 0)
             replays_ok &= c1.graph_replays - c0.graph_replays == 1 && c1.graph_instantiations == c0.graph_instantiations;
-        for (int r = 0; r < 4; r++) {
-            const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
-            int ia = 0, ib = 0;
-            for (int j = 0; j < V; j++) {
-                if (a[j] > a[ia]) ia = j;
-                if (b[j] > b[ib]) ib = j;
-                double dd = fabs((double)a[j] - b[j]);
-                if (dd != dd || dd > maxd) maxd = dd;
-            }
-            bad_argmax += ia != ib;
-        }
+        double md;
+        bad_argmax += logits_apart(lc, lg, 4, V, &md);
+        if (md != md || md > maxd) maxd = md;
         if (step == 5) {   /* the same step again: undone, then replayed */
             memcpy(l0, lg, sizeof(float) * 4 * (size_t)V);
             kv_truncate(eg->kv, seqs[1][0], kv_len(eg->kv, seqs[1][0]) - 1);
@@ -1166,18 +1254,7 @@ static void test_engine(void) {
     int identical = 0;
     if (!rc) {
         double maxd = 0;
-        int argmax_bad = 0;
-        for (int r = 0; r < n; r++) {
-            const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
-            int ia = 0, ib = 0;
-            for (int j = 0; j < V; j++) {
-                if (a[j] > a[ia]) ia = j;
-                if (b[j] > b[ib]) ib = j;
-                double d = fabs((double)a[j] - b[j]);
-                if (d != d || d > maxd) maxd = d;
-            }
-            argmax_bad += ia != ib;
-        }
+        const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
         double e;
         long nd = bits_differ(lc, lg, (size_t)n * V, &e);
         identical = nd == 0;
@@ -1442,18 +1519,7 @@ static void test_moe_engine(void) {
         rc |= prefill_logits(eg, toks, n, lg);
         if (!rc) {
             double maxd = 0;
-            int argmax_bad = 0;
-            for (int r = 0; r < n; r++) {
-                const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
-                int ia = 0, ib = 0;
-                for (int j = 0; j < V; j++) {
-                    if (a[j] > a[ia]) ia = j;
-                    if (b[j] > b[ib]) ib = j;
-                    double dd = fabs((double)a[j] - b[j]);
-                    if (dd != dd || dd > maxd) maxd = dd;
-                }
-                argmax_bad += ia != ib;
-            }
+            const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
             double e;
             long nd = bits_differ(lc, lg, (size_t)n * V, &e);
             identical &= nd == 0;
@@ -1729,18 +1795,7 @@ static void test_tensor_engine(void) {
     rc |= prefill_logits(eg, toks, n, lg);
     if (!rc) {
         double maxd = 0;
-        int argmax_bad = 0;
-        for (int r = 0; r < n; r++) {
-            const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
-            int ia = 0, ib = 0;
-            for (int j = 0; j < V; j++) {
-                if (a[j] > a[ia]) ia = j;
-                if (b[j] > b[ib]) ib = j;
-                double d = fabs((double)a[j] - b[j]);
-                if (d != d || d > maxd) maxd = d;
-            }
-            argmax_bad += ia != ib;
-        }
+        const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
         CHECKF(argmax_bad == 0, "tensor mode, %s: argmax differs from the CPU at %d of %d rows", dir, argmax_bad, n);
         CHECKF(maxd <= 1e-4, "tensor mode, %s: max |logit difference| %g > 1e-4", dir, maxd);
         printf("tensor mode, %s logits (300-token prefill): argmax equal at every row, max |d| %g\n", dir, maxd);
@@ -1769,13 +1824,16 @@ static void test_tensor_engine(void) {
 static void test_tensor(void) {
     use("cuda");
     CHECK(!kb_set_cuda_matmul("tensor") && !strcmp(kb_cuda_matmul(), "tensor"));
+    /* held sets first, while the split's scratch is still unallocated (no
+     * earlier section uses it): the 20-row set grows it from inside the
+     * flush of held calls, which a grown scratch itself flushes again */
+    test_matmul_held_m(20);   /* x split by its own kernel */
+    test_matmul_held_m(1);    /* one tile, split in the lanes */
     test_tensor_exact();
     test_tensor_bound();
     test_tensor_other_types();
     test_tensor_invariance();
     CHECK(!kb_set_cuda_matmul("tensor"));
-    test_matmul_held_m(1);    /* held sets: one tile, split in the lanes */
-    test_matmul_held_m(20);   /* x split by its own kernel */
     test_moe_grouped();       /* an expert's rows: the bits of one matmul of that expert */
     test_tensor_engine();
     use("cuda");
@@ -1792,6 +1850,13 @@ int main(int argc, char **argv) {
     printf("CPU reference path: %s\n", kb_cpu_path());
     if (argc > 1 && !strcmp(argv[1], "moe")) {   /* the mixture-of-experts section alone */
         test_moe_cuda();
+        use("cpu");
+        return tu_done("test_cuda");
+    }
+    if (argc > 1 && !strcmp(argv[1], "attention")) {   /* the attention sections alone */
+        test_attention();
+        test_attention_long();
+        test_attention_prefill();
         use("cpu");
         return tu_done("test_cuda");
     }
@@ -1812,6 +1877,7 @@ int main(int argc, char **argv) {
     test_rope_table();
     test_attention();
     test_attention_long();
+    test_attention_prefill();
     test_engine();
     test_moe_cuda();
     test_tensor();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # device_cuda.sh — the CUDA backend's checks and numbers on a GPU machine,
-# in one run (under 6 minutes on an H200; every step has its own timeout,
-# and the whole run a deadline, DEVICE_CUDA_BUDGET_S, default 330 s: the
+# in one run (under 8 minutes on an H200; every step has its own timeout,
+# and the whole run a deadline, DEVICE_CUDA_BUDGET_S, default 450 s: the
 # later steps are skipped when it comes):
 #   1. builds build-gpu/ (Release, sm_90 only: the machine's chip, -j16) —
 #      specbed, bench_engine, bench_spec and test_cuda;
@@ -11,12 +11,15 @@
 #      logits, spec on = spec off under CUDA);
 #   4. greedy text: `specbed generate` on the 0.6B shape, CPU vs CUDA (and
 #      CUDA without graphs and without programmatic dependent launch), and
-#      speculation on (ngram) = off on CUDA;
+#      speculation on (ngram) = off on CUDA, in the invariant and the tensor
+#      matmul modes (the tensor mode's text vs the CPU's is reported, not
+#      required: its own rounding may flip a near tie);
 #   5. bench_engine --device cuda on the 0.6B and 8B shapes: prefill,
 #      decode, the verify cost curve (rows 1–16 at batch 1, 4, 16), batched
 #      decode at 16 and 64 sequences, the device's copy bandwidth and the
 #      decode bound (weight bytes ÷ that bandwidth); on 0.6B also in cuBLAS
-#      mode, without PDL and without graphs; bench_engine on models/tiny and
+#      mode, without PDL and without graphs; both shapes in the tensor
+#      matmul mode (SPECBED_CUDA_MATMUL=tensor); bench_engine on models/tiny and
 #      on models/tiny-moe (experts on the device, then in host memory);
 #      bench_spec --device cuda on the bundled models (every drafter,
 #      depths 1–4, code);
@@ -35,7 +38,7 @@
 # libcsv). So, first, HERE on the project's machine:
 #   scripts/device/device_cuda.sh --prepare        # copies their headers and libraries into .devsys/
 # then one call of the device tool:
-#   run(command="scripts/device/device_cuda.sh", carry=[".devsys"], timeout_s=400)
+#   run(command="scripts/device/device_cuda.sh", carry=[".devsys"], timeout_s=520)
 # On the device machine .devsys/ is used only when pkg-config does not find
 # the libraries there (it is a Debian 12 build: it needs glibc ≥ 2.36).
 set -uo pipefail
@@ -115,7 +118,7 @@ SUMMARY="$R/summary.txt"
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 FAILED=0
-DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-330} ))
+DEADLINE=$(( T0 + ${DEVICE_CUDA_BUDGET_S:-450} ))
 left() { echo $(( DEADLINE - $(date +%s) )); }
 step() {   # name, timeout seconds, log file, command...  (stdout and stderr appended to the log)
   local name=$1 secs=$2 log=$3; shift 3
@@ -180,8 +183,8 @@ step "build (specbed, bench_engine, bench_spec, test_cuda)" 200 "$BLOG" \
 
 # ---- gpu tests -------------------------------------------------------------------
 TLOG="$R/test_cuda.log"
-step "test_cuda" 120 "$TLOG" "${RUN_ENV[@]}" "$B/tests/test_cuda"
-grep -E '^(matmul|cublas|rms|rope|attention|fixture|greedy|stream)|CHECK failed' "$TLOG" | head -30
+step "test_cuda" 150 "$TLOG" "${RUN_ENV[@]}" "$B/tests/test_cuda"
+grep -E '^(matmul|cublas|rms|rope|attention|fixture|greedy|stream|tensor)|CHECK failed' "$TLOG" | head -40
 
 wait $MODELS_PID
 if grep -q "rc=0" "$MLOG"; then say "shape models: $(grep -c make_shape_model: "$MLOG") written ($(du -sh "$ROOT/build-gpu-models" | cut -f1))"
@@ -190,13 +193,16 @@ else say "shape models: FAILED (see models.log)"; FAILED=1; tail -5 "$MLOG"; fi
 # ---- greedy text: CPU vs CUDA on the 0.6B shape; spec on = off on CUDA -------------------
 GLOG="$R/generate.log"
 GEN=(--model "$M06" --prompt "def parse(" --max-tokens 48)
-for run in cpu:1:1:off cuda:1:1:off cuda:0:1:off cuda:1:0:off cuda:1:1:ngram; do   # device:graphs:pdl:drafter
-  IFS=: read -r dev g pdl dr <<< "$run"
+# device:graphs:pdl:drafter:matmul mode
+for run in cpu:1:1:off:invariant cuda:1:1:off:invariant cuda:0:1:off:invariant cuda:1:0:off:invariant \
+           cuda:1:1:ngram:invariant cuda:1:1:off:tensor cuda:1:1:ngram:tensor; do
+  IFS=: read -r dev g pdl dr mm <<< "$run"
   extra=()
   [ "$dr" = off ] || extra=(--drafter "$dr" --depth 4)
-  step "generate 0.6b --device $dev (graphs $g, pdl $pdl, $dr)" 60 "$GLOG" sh -c '"$@" > "$0"' \
-    "$R/gen_${dev}_${g}${pdl}_$dr.txt" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=$g SPECBED_CUDA_PDL=${pdl/1/} \
-    "$B/specbed" generate "${GEN[@]}" --device $dev "${extra[@]}"
+  sfx=""; [ "$mm" = invariant ] || sfx="_$mm"
+  step "generate 0.6b --device $dev (graphs $g, pdl $pdl, $dr, $mm)" 60 "$GLOG" sh -c '"$@" > "$0"' \
+    "$R/gen_${dev}_${g}${pdl}_$dr$sfx.txt" "${RUN_ENV[@]}" SPECBED_CUDA_GRAPHS=$g SPECBED_CUDA_PDL=${pdl/1/} \
+    SPECBED_CUDA_MATMUL=$mm "$B/specbed" generate "${GEN[@]}" --device $dev "${extra[@]}"
 done
 REF="$R/gen_cpu_11_off.txt"
 grep -E "^(== generate|prompt .* tokens)" "$GLOG" | paste - - | sed 's/^== //; s/ ([0-9:]*)//' | tee -a "$SUMMARY"
@@ -204,6 +210,12 @@ for f in cuda_11_off cuda_01_off cuda_10_off cuda_11_ngram; do
   if [ -s "$REF" ] && cmp -s "$REF" "$R/gen_$f.txt"; then say "generate 0.6b: $f text = CPU text (48 tokens, greedy)"
   else say "generate 0.6b: $f text DIFFERS from the CPU's, or is missing (see gen_*.txt)"; FAILED=1; fi
 done
+# the tensor mode: spec on = off is required (its order is batch-invariant); = CPU is reported
+TC="$R/gen_cuda_11_off_tensor.txt"
+if [ -s "$TC" ] && cmp -s "$TC" "$R/gen_cuda_11_ngram_tensor.txt"; then say "generate 0.6b: tensor mode, ngram text = spec-off text"
+else say "generate 0.6b: tensor mode, ngram text DIFFERS from spec-off, or is missing"; FAILED=1; fi
+if [ -s "$REF" ] && cmp -s "$REF" "$TC"; then say "generate 0.6b: tensor mode text = CPU text (48 tokens, greedy)"
+else say "generate 0.6b: tensor mode text differs from the CPU's (reported, not required: its own rounding)"; fi
 
 # ---- bench_engine -------------------------------------------------------------------
 BENCH="$R/bench.log"
@@ -211,6 +223,11 @@ step "bench_engine cuda 0.6b (invariant)" 90 "$BENCH" "${RUN_ENV[@]}" "$B/bench_
   --ctx 256 --prefill 2048 --max-rows 16 --max-batch 64 --reps 5 --out "$R/e06_inv.csv"
 step "bench_engine cuda 8b (invariant)" 120 "$BENCH" "${RUN_ENV[@]}" "$B/bench_engine" --model "$M8" --device cuda \
   --ctx 256 --prefill 512 --max-rows 16 --max-batch 64 --reps 3 --out "$R/e8_inv.csv"
+# the tensor-core matmul (cuda_matmul_tc.cu): the default only once these say so
+step "bench_engine cuda 0.6b (tensor)" 90 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=tensor "$B/bench_engine" \
+  --model "$M06" --device cuda --ctx 256 --prefill 2048 --max-rows 16 --max-batch 64 --reps 5 --out "$R/e06_tc.csv"
+step "bench_engine cuda 8b (tensor)" 120 "$BENCH" "${RUN_ENV[@]}" SPECBED_CUDA_MATMUL=tensor "$B/bench_engine" \
+  --model "$M8" --device cuda --ctx 256 --prefill 512 --max-rows 16 --max-batch 64 --reps 3 --out "$R/e8_tc.csv"
 # ---- per-kernel times (Nsight Compute) ---------------------------------------------------
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 NLOG="$R/ncu.csv"
@@ -320,7 +337,7 @@ grep -E "^(model|prefill|forward|batch|[0-9]+ |single|batched|memory|weights|hos
 echo
 say ""
 say "$(printf '%-22s %9s %9s %8s %8s %7s %9s %9s %9s %9s %7s %8s %7s' measure decode bound '%bound' 'GB/s' 'v8/v1' 'v16/v1' prefill 'b16 tok/s' 'b64 tok/s' 'b16/b1' 'host us' replay)"
-for f in e06_inv e8_inv e06_nopdl e06_nographs e06_cublas etiny_inv etinymoe_device etinymoe_host; do
+for f in e06_inv e8_inv e06_tc e8_tc e06_nopdl e06_nographs e06_cublas etiny_inv etinymoe_device etinymoe_host; do
   [ -f "$R/$f.csv" ] || continue
   c=$(tr -d '"' < "$R/$f.csv")
   g() { awk -F, -v m="$1" -v b="$2" -v r="$3" '$1==m && $2==b && $3==r {print $4}' <<< "$c"; }

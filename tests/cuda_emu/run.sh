@@ -6,7 +6,7 @@
 # execute, test_cuda in stream order (launches queued until the host waits,
 # so a result read before a synchronise fails) with CUDA graphs (captured,
 # launched, updated in place: emu.h); bench_engine once with graphs and
-# once without, and on the MoE lab model. The GPU's own arithmetic, races
+# once without, and on the MoE lab model in the tensor matmul mode. The GPU's own arithmetic, races
 # between its threads and speed do not (emu.h says what it cannot show).
 # x86-64 with AVX2 (the reference CPU path); no CUDA toolkit needed.
 # Usage: tests/cuda_emu/run.sh [BUILD_DIR]   (default build-cuda-emu)
@@ -71,6 +71,7 @@ SPECBED_EMU_DEFER=1 "$B/test_cuda_emu"
 # the second without CUDA graphs: the plain stream-order path end to end too
 SPECBED_CUDA_GRAPHS=0 SPECBED_CUDA_MATMUL=cublas "$B/bench_engine_emu" --model "$ROOT/models/tiny" --device cuda --reps 1 --ctx 32 --max-rows 2
 # a mixture-of-experts target (the routing read on the host after a wait per
-# sparse layer, the experts grouped on the device), on real text (~2 min)
-"$B/bench_engine_emu" --model "$ROOT/models/tiny-moe" --device cuda --reps 1 --ctx 32 --max-rows 2 --curve-batches 1,4 \
+# sparse layer, the experts grouped on the device), on real text, with the
+# tensor-core matmul (bf16 weights: every projection and expert) (~2 min)
+SPECBED_CUDA_MATMUL=tensor "$B/bench_engine_emu" --model "$ROOT/models/tiny-moe" --device cuda --reps 1 --ctx 32 --max-rows 2 --curve-batches 1,4 \
   --text code
