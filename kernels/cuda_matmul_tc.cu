@@ -59,8 +59,14 @@
  * 8 rows × 8 floats a lane (the 8B shape's 1.48 verify ratio was those x
  * loads, bench/RECORD.md): predicted ≤ 1.05 of one row. Prefill, 2,048
  * rows of the 0.6B shape: 2 × 0.44 G weights × 2,048 × 3 = 5.4 TFLOP of
- * mma at ~300 TFLOP/s ≈ 18 ms, against the invariant mode's ~230 ms of
- * matmul (run 2's 4,970 tok/s with attention's share taken out). */
+ * mma at ~300 TFLOP/s ≈ 18 ms; but x's three parts (6 bytes a column) are
+ * loaded again for every block's 16–32 weight rows, and the weight for
+ * every 32 x rows: ~8 GB a layer from L2 with 32 weight rows a block,
+ * ~30 ms in all at ~7 TB/s, which bounds it; 8 warps a block (launch_tc)
+ * share x's loads over 64 weight rows when L1 catches the siblings' loads:
+ * ~5 GB, ~20 ms predicted. Against the invariant mode's ~230 ms of matmul (run 2's 4,970
+ * tok/s with attention's share taken out). More weight tiles a warp would
+ * reuse x's fragments from registers: not done. */
 #include <stdio.h>
 #include <string.h>
 
@@ -212,7 +218,12 @@ template <int NT, int PRE>
 static void launch_tc(mm_set set, const float *x, const uint16_t *sp, int m, int cols, int vec) {
     const int nw = cu_mm_parts(cols);
     const int part = ((cols + nw - 1) / nw + 31) / 32 * 32;
-    const int G = nw >= 4 ? 1 : 4 / nw;
+    /* weight tiles a block: with many x rows (PRE) 8 warps a block, so that
+     * x's fragments, the larger operand there, are read from L2 once for
+     * 16·G weight rows (the sibling warps' loads hitting L1); with few, 4
+     * warps, more blocks for the SMs. Neither changes an output's order. */
+    const int warps = PRE ? TC_MAX_WARPS : 4;
+    const int G = nw >= warps ? 1 : warps / nw;
     set.b0[0] = 0;
     for (int t = 0; t < set.n; t++) set.b0[t + 1] = set.b0[t] + (set.rows[t] + 16 * G - 1) / (16 * G);
     const unsigned gx = (unsigned)set.b0[set.n];
