@@ -83,7 +83,14 @@
  * beside another sequence's rows, greedy generation equal to the CPU's,
  * speculation on = off (ngram, draft(self)), and the experts in mapped
  * host memory (kb_set_experts_on_host) giving the device's logits bit for
- * bit. */
+ * bit.
+ * Then the tensor matmul mode (the section alone: `test_cuda tensor`;
+ * cuda_matmul_tc.cu): exact results on exactly representable data, an
+ * accumulation bound on random data, batch invariance, held sets, grouped
+ * experts, and the bf16 fixture (qwen3-untied) against the CPU with spec
+ * on = off (test_tensor_bound says where its bound comes from). The
+ * attention sections alone: `test_cuda attention` (wide calls, tiles of
+ * rows: each row its bits alone). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
