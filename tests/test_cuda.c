@@ -1,5 +1,9 @@
 /* label: gpu */
 /* test_cuda.c — the CUDA backend (kernels/cuda_*.cu) against the CPU one.
+ * This file: the shared helpers (cuda_check.h), the kernels but attention,
+ * memory, stream order, the dense engine, and main; attention, mixture of
+ * experts and the tensor matmul mode are cuda_check_attention.c,
+ * cuda_check_moe.c and cuda_check_tensor.c.
  * Skipped (exit 77) when kb_set_device("cuda") fails: a build without CUDA,
  * or no GPU visible (every machine of this project's CI).
  *
@@ -95,25 +99,23 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend.h"
-#include "generate.h"
-#include "lossless.h"
-#include "test_util.h"
+#include "cuda_check.h"
 
 static uint64_t tc_rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
+uint32_t rnd(void) {
     tc_rng = tc_rng * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(tc_rng >> 33);
 }
-static float frand(void) { return (float)rnd() / 2147483648.0f - 1.0f; }   /* [-1, 1) */
+void rnd_seed(uint64_t seed) { tc_rng = seed; }
+float frand(void) { return (float)rnd() / 2147483648.0f - 1.0f; }   /* [-1, 1) */
 
-static void use(const char *dev) {
+void use(const char *dev) {
     char err[512];
     if (kb_set_device(dev, err, sizeof err)) CHECKF(0, "kb_set_device(%s): %s", dev, err);
 }
 
 /* Elements whose bits differ, and the largest |a − b| (NaN = NaN when both are). */
-static long bits_differ(const float *a, const float *b, size_t n, double *maxabs) {
+long bits_differ(const float *a, const float *b, size_t n, double *maxabs) {
     long d = 0;
     *maxabs = 0;
     for (size_t i = 0; i < n; i++) {
@@ -128,7 +130,7 @@ static long bits_differ(const float *a, const float *b, size_t n, double *maxabs
 
 /* A random weight [rows, cols] of dt, malloc'd: bf16/f16 bit patterns with
  * exponents kept near 1 (|w| in [2^-6, 2)), f32 in [-1, 1). */
-static kb_weight random_weight(kb_dtype dt, int rows, int cols) {
+kb_weight random_weight(kb_dtype dt, int rows, int cols) {
     size_t n = (size_t)rows * cols;
     void *p = malloc(n * kb_dtype_size(dt) + 1);
     for (size_t i = 0; i < n; i++) {
@@ -141,19 +143,19 @@ static kb_weight random_weight(kb_dtype dt, int rows, int cols) {
     return w;
 }
 
-static float *random_floats(size_t n, float scale) {
+float *random_floats(size_t n, float scale) {
     float *v = malloc(n * sizeof(float) + 4);
     for (size_t i = 0; i < n; i++) v[i] = scale * frand();
     return v;
 }
 
-static const char *dt_name(kb_dtype dt) { return dt == KB_F32 ? "f32" : dt == KB_BF16 ? "bf16" : "f16"; }
+const char *dt_name(kb_dtype dt) { return dt == KB_F32 ? "f32" : dt == KB_BF16 ? "bf16" : "f16"; }
 
 /* ---- matmul ------------------------------------------------------------------ */
 
 /* A random [rows, cols] weight of dtype dt and m input rows, multiplied on
  * the CPU (into *yc) and then on CUDA (into *yg); the backend is cuda after. */
-static void matmul_both(kb_dtype dt, int m, int rows, int cols, kb_weight *w, float **x, float **yc, float **yg) {
+void matmul_both(kb_dtype dt, int m, int rows, int cols, kb_weight *w, float **x, float **yc, float **yg) {
     *w = random_weight(dt, rows, cols);
     *x = random_floats((size_t)m * cols, 1.0f);
     *yc = calloc((size_t)m * rows, sizeof(float));
@@ -166,7 +168,7 @@ static void matmul_both(kb_dtype dt, int m, int rows, int cols, kb_weight *w, fl
 
 /* Elements of yg (m × rows) beyond u_rel·Σ_k |x_k·w_k| from ref: ref in
  * double when yc is NULL, else yc. *worst: the largest error over its bound. */
-static long beyond_bound(const float *yc, const float *yg, const float *x, const kb_weight *w, int m, double u_rel,
+long beyond_bound(const float *yc, const float *yg, const float *x, const kb_weight *w, int m, double u_rel,
                          double *worst) {
     const int rows = w->rows, cols = w->cols;
     float *wf = malloc(sizeof(float) * (size_t)(cols > 0 ? cols : 1));
@@ -316,7 +318,7 @@ static void test_cublas(void) {
  * counts (the set's block ranges), then gate/up, then a matmul of another x
  * that must see the held results' successors run in order — each equal bit
  * for bit to the same matmul alone outside a region. */
-static void test_matmul_held_m(int m) {
+void test_matmul_held_m(int m) {
     use("cuda");
     const int cols = 1024;
     const int rows[5] = {96, 32, 32, 200, 200};
@@ -656,294 +658,6 @@ static void test_rope_table(void) {
            "rotation\n");
 }
 
-/* ---- attention ---------------------------------------------------------------- */
-
-#define ATT_U (1.0 / 16777216.0)   /* u = 2^-24, float's unit roundoff */
-#define ATT_CHUNK 256              /* cuda_ops.cu's chunk of positions (the bound counts its chunks) */
-static double att_gamma(double k) { return k * ATT_U / (1.0 - k * ATT_U); }
-
-/* Elements of rows [0, n_q) of gpu (CUDA) and cpu beyond the bound of the
- * header comment: each against a double reference (the GPU's bound, and
- * the CPU's), and gpu against cpu (the two added). Row i attends over
- * views[i] (host pools) to positions 0..n_ctx[i]−1. *maxd: the largest
- * |gpu − cpu|; *ratio: the largest |gpu − cpu| / bound. */
-static long att_beyond(const float *gpu, const float *cpu, const float *q, const kb_kv_view *const *views,
-                       const int *n_ctx, int n_q, int nh, float scale, double *maxd, double *ratio) {
-    long bad = 0;
-    for (int i = 0; i < n_q; i++) {
-        const kb_kv_view *v = views[i];
-        const int n = n_ctx[i], hd = v->head_dim, ps = v->page_size, nch = (n + ATT_CHUNK - 1) / ATT_CHUNK;
-        const size_t slot = (size_t)v->n_kv_heads * hd;
-        double *s = malloc(sizeof(double) * (size_t)n + 8), *w = malloc(sizeof(double) * (size_t)n + 8);
-        for (int h = 0; h < nh; h++) {
-            const int kvh = h / (nh / v->n_kv_heads);
-            const float *qh = q + ((size_t)i * nh + h) * hd;
-            double mx = -INFINITY, mn = INFINITY, esg = 0, esc = 0;
-            for (int p = 0; p < n; p++) {
-                const float *k = v->k_pages + ((size_t)v->pages[p / ps] * ps + p % ps) * slot + (size_t)kvh * hd;
-                double dot = 0, mag = 0;
-                for (int d = 0; d < hd; d++) {
-                    dot += (double)qh[d] * k[d];
-                    mag += fabs((double)qh[d] * k[d]);
-                }
-                s[p] = dot * scale;
-                const double tail = ATT_U * fabs(dot) * scale + ATT_U * fabs(s[p]);
-                esg = fmax(esg, att_gamma((hd + 31) / 32 + 5) * mag * scale + tail);
-                esc = fmax(esc, att_gamma(hd / 8 + 3 + hd % 8) * mag * scale + tail);
-                mx = fmax(mx, s[p]);
-                mn = fmin(mn, s[p]);
-            }
-            double sum = 0;
-            for (int p = 0; p < n; p++) sum += (w[p] = exp(s[p] - mx));
-            for (int p = 0; p < n; p++) w[p] /= sum;
-            const double tg = expm1(esg + ATT_U * (mx - mn + 2 * esg) + 5 * ATT_U);
-            const double tc = expm1(esc + ATT_U * (mx - mn + 2 * esc) + 4 * ATT_U);
-            const double ag = (1 + tg) * (1 + att_gamma(n + nch + 8)) - 1, ac = (1 + tc) * (1 + att_gamma(n)) - 1;
-            const double fg = 2 * ag / (1 - ag) * (1 + ATT_U) + ATT_U, fc = 2 * ac / (1 - ac) * (1 + ATT_U) + ATT_U;
-            for (int d = 0; d < hd; d++) {
-                double ref = 0, a = 0;
-                for (int p = 0; p < n; p++) {
-                    const float x = v->v_pages[((size_t)v->pages[p / ps] * ps + p % ps) * slot + (size_t)kvh * hd + d];
-                    ref += w[p] * x;
-                    a += w[p] * fabs((double)x);
-                }
-                const size_t o = ((size_t)i * nh + h) * hd + d;
-                const double tolg = fg * a + 1e-30, tolc = fc * a + 1e-30, dd = fabs((double)gpu[o] - cpu[o]);
-                const int over = !(fabs(gpu[o] - ref) <= tolg) + !(fabs(cpu[o] - ref) <= tolc) + !(dd <= tolg + tolc);
-                if (over && !bad)
-                    fprintf(stderr, "attention row %d (n_ctx %d) head %d dim %d: cuda %.9g cpu %.9g ref %.9g, bounds "
-                            "%.3g (cuda) %.3g (cpu)\n", i, n, h, d, gpu[o], cpu[o], ref, tolg, tolc);
-                bad += over > 0;
-                if (dd != dd || dd > *maxd) *maxd = dd;
-                if (dd / (tolg + tolc) > *ratio) *ratio = dd / (tolg + tolc);
-            }
-        }
-        free(s);
-        free(w);
-    }
-    return bad;
-}
-
-/* kb_attention_row on cuda for each of n_q rows, row i over views[i]: the bits a row has alone */
-static void att_rows_alone(float *out, const float *q, const kb_kv_view *const *views, const int *n_ctx, int n_q,
-                           int nh, float *scratch) {
-    for (int i = 0; i < n_q; i++) {
-        const size_t o = (size_t)i * nh * views[i]->head_dim;
-        kb_attention_row(out + o, q + o, views[i], n_ctx[i], nh, 0.125f, scratch);
-    }
-}
-
-static void test_attention(void) {
-    static const int cfg[][4] = {/* page_size, n_kv, group, head_dim */ {4, 2, 2, 16}, {16, 1, 4, 64}, {3, 2, 1, 20},
-                                 {16, 2, 2, 128}, {7, 1, 2, 160}, {5, 1, 2, 288}};
-    double maxd = 0, ratio = 0;
-    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-        const int ps = cfg[c][0], n_kv = cfg[c][1], nh = n_kv * cfg[c][2], hd = cfg[c][3];
-        const int n_pages = 24, start = 37, n_q = 6, ctx = start + n_q;
-        const size_t pool = (size_t)n_pages * ps * n_kv * hd;
-        float *k = random_floats(pool, 1.0f), *v = random_floats(pool, 1.0f);
-        int pages[24];
-        for (int i = 0; i < n_pages; i++) pages[i] = (i * 7 + 3) % n_pages;   /* scattered */
-        kb_kv_view view = {.k_pages = k, .v_pages = v, .pages = pages, .page_size = ps, .n_kv_heads = n_kv, .head_dim = hd};
-        float *q = random_floats((size_t)n_q * nh * hd, 2.0f);
-        int nctx[6];
-        for (int i = 0; i < n_q; i++) nctx[i] = start + i + 1;
-        size_t qn = (size_t)n_q * nh * hd;
-        float *oc = calloc(qn, 4), *os = calloc(qn, 4), *orow = calloc(qn, 4), *om = calloc(qn, 4);
-        use("cpu");
-        size_t sf = kb_attention_span_scratch(nh, n_kv, ctx);
-        float *scratch = malloc(sf * 4);
-        kb_attention_span(oc, q, &view, n_q, nctx, nh, 0.125f, scratch, sf);
-        use("cuda");
-        kb_attention_span(os, q, &view, n_q, nctx, nh, 0.125f, scratch, sf);   /* host KV: staged */
-        const kb_kv_view *vrow[6] = {&view, &view, &view, &view, &view, &view};
-        att_rows_alone(orow, q, vrow, nctx, n_q, nh, scratch);
-        /* the same pool in managed memory, as the engine has it */
-        float *mk = kb_alloc(pool * 4), *mv = kb_alloc(pool * 4);
-        kb_copy_to_device(mk, k, pool * 4);
-        kb_copy_to_device(mv, v, pool * 4);
-        kb_kv_view mview = view;
-        mview.k_pages = mk;
-        mview.v_pages = mv;
-        kb_attention_span(om, q, &mview, n_q, nctx, nh, 0.125f, scratch, sf);
-        double e;
-        long d;
-        CHECKF((d = att_beyond(os, oc, q, vrow, nctx, n_q, nh, 0.125f, &maxd, &ratio)) == 0,
-               "attention ps %d kv %d heads %d hd %d: span %ld elements beyond the bound", ps, n_kv, nh, hd, d);
-        CHECKF((d = bits_differ(os, orow, qn, &e)) == 0, "attention hd %d: rows alone differ from the span (%ld)", hd, d);
-        CHECKF((d = bits_differ(os, om, qn, &e)) == 0, "attention hd %d: managed KV differs from staged KV (%ld)", hd, d);
-        /* three sequences' spans in one call (one launch on cuda), each over
-         * its own page list: within the bound of the CPU's, and each row the
-         * bits it has alone */
-        int pages2[24], pages3[24];
-        for (int i = 0; i < n_pages; i++) pages2[i] = n_pages - 1 - i, pages3[i] = (i * 5 + 1) % n_pages;
-        kb_kv_view views[3] = {mview, mview, mview};
-        views[1].pages = pages2;
-        views[2].pages = pages3;
-        const int span_rows[3] = {3, 1, 2}, sctx[6] = {start + 1, start + 2, start + 3, 20, 30, 31};
-        float *sc = calloc(qn, 4), *sg = calloc(qn, 4);
-        use("cpu");
-        kb_kv_view hviews[3] = {view, view, view};
-        hviews[1].pages = pages2;
-        hviews[2].pages = pages3;
-        kb_attention_spans(sc, q, hviews, span_rows, 3, sctx, nh, 0.125f, scratch, sf);
-        use("cuda");
-        kb_attention_spans(sg, q, views, span_rows, 3, sctx, nh, 0.125f, scratch, sf);
-        const kb_kv_view *hv[6] = {&hviews[0], &hviews[0], &hviews[0], &hviews[1], &hviews[2], &hviews[2]};
-        const kb_kv_view *mvw[6] = {&views[0], &views[0], &views[0], &views[1], &views[2], &views[2]};
-        CHECKF((d = att_beyond(sg, sc, q, hv, sctx, n_q, nh, 0.125f, &maxd, &ratio)) == 0,
-               "attention hd %d: three spans in one call: %ld elements beyond the bound of the CPU's", hd, d);
-        att_rows_alone(orow, q, mvw, sctx, n_q, nh, scratch);
-        CHECKF((d = bits_differ(sg, orow, qn, &e)) == 0, "attention hd %d: three spans in one call differ from the "
-               "rows alone (%ld)", hd, d);
-        free(sc);
-        free(sg);
-        kb_free(mk);
-        kb_free(mv);
-        free(k); free(v); free(q); free(oc); free(os); free(orow); free(om); free(scratch);
-    }
-    printf("attention: span = rows = spans of 3 sequences in one call bit for bit (paged, GQA, head_dim "
-           "16/20/64/128/160/288), within the bound of the CPU's: max |d| %.3g, at most %.3f of the bound\n",
-           maxd, ratio);
-}
-
-/* Contexts over several chunks (Qwen3-0.6B's head shape: 16 q heads over 8
- * kv heads, head_dim 128; pages of 12 positions, which the chunks of 256
- * cut mid-page, scattered over the pool). Rows of a long sequence at
- * 767, 768, 769 (both sides of a chunk's end) and 1,000 positions (4
- * chunks, the last ragged) beside a 5-position row of another sequence,
- * in one call: within the bound of the CPU's; each row the bits it has
- * alone; and the same through kb_attention_idx under a bound of 4,096
- * positions (16 chunks' grid, as a recorded forward launches it). */
-static void test_attention_long(void) {
-    const int ps = 12, n_kv = 8, nh = 16, hd = 128, n_long = 1000, n_pages = (n_long + ps - 1) / ps + 4;
-    const size_t pool = (size_t)n_pages * ps * n_kv * hd;
-    float *k = random_floats(pool, 1.0f), *v = random_floats(pool, 1.0f);
-    int pl[96], pshort[1] = {n_pages - 1};
-    for (int i = 0; i < n_pages - 1; i++) pl[i] = (i * 37 + 11) % (n_pages - 1);   /* scattered (37 ⊥ 87) */
-    kb_kv_view hl = {.k_pages = k, .v_pages = v, .pages = pl, .page_size = ps, .n_kv_heads = n_kv, .head_dim = hd};
-    kb_kv_view hs = hl;
-    hs.pages = pshort;
-    enum { NQ = 5 };
-    const int nctx[NQ] = {767, 768, 769, n_long, 5}, span_rows[2] = {4, 1};
-    const size_t qn = (size_t)NQ * nh * hd;
-    float *q = random_floats(qn, 2.0f);
-    float *oc = calloc(qn, 4), *og = calloc(qn, 4), *oa = calloc(qn, 4), *oi = calloc(qn, 4);
-    use("cpu");
-    size_t sf = kb_attention_span_scratch(nh, n_kv, n_long);
-    float *scratch = malloc(sf * 4);
-    kb_kv_view hv2[2] = {hl, hs};
-    kb_attention_spans(oc, q, hv2, span_rows, 2, nctx, nh, 0.125f, scratch, sf);
-    use("cuda");
-    float *mk = kb_alloc(pool * 4), *mv = kb_alloc(pool * 4);
-    kb_copy_to_device(mk, k, pool * 4);
-    kb_copy_to_device(mv, v, pool * 4);
-    kb_kv_view ml = hl, ms = hs;
-    ml.k_pages = ms.k_pages = mk;
-    ml.v_pages = ms.v_pages = mv;
-    kb_kv_view mv2[2] = {ml, ms};
-    kb_attention_spans(og, q, mv2, span_rows, 2, nctx, nh, 0.125f, scratch, sf);
-    const kb_kv_view *hrow[NQ] = {&hl, &hl, &hl, &hl, &hs}, *mrow[NQ] = {&ml, &ml, &ml, &ml, &ms};
-    att_rows_alone(oa, q, mrow, nctx, NQ, nh, scratch);
-    /* the lists end to end, as a step buffer holds them */
-    const int np_long = (n_long + ps - 1) / ps;
-    int cat[96], off[NQ] = {0, 0, 0, 0, np_long};
-    memcpy(cat, pl, sizeof(int) * (size_t)np_long);
-    cat[np_long] = pshort[0];
-    kb_attention_idx(oi, q, &ml, cat, np_long + 1, off, nctx, NQ, 4096, nh, 0.125f, scratch, sf);
-    double maxd = 0, ratio = 0, e;
-    long d;
-    CHECKF((d = att_beyond(og, oc, q, hrow, nctx, NQ, nh, 0.125f, &maxd, &ratio)) == 0,
-           "long attention: %ld elements beyond the bound of the CPU's", d);
-    CHECKF((d = bits_differ(og, oa, qn, &e)) == 0, "long attention: rows beside a short one differ from the rows "
-           "alone (%ld)", d);
-    CHECKF((d = bits_differ(oi, oa, qn, &e)) == 0, "long attention: kb_attention_idx under a 4,096 bound differs "
-           "from the rows alone (%ld)", d);
-    printf("attention over 767..1,000 positions (3-4 chunks, 12-position pages) beside a 5-position row: each row "
-           "its bits alone, through kb_attention_idx's 16-chunk grid too; max |d| from the CPU %.3g, at most %.3f "
-           "of the bound\n", maxd, ratio);
-    kb_free(mk);
-    kb_free(mv);
-    free(k); free(v); free(q); free(oc); free(og); free(oa); free(oi); free(scratch);
-}
-
-/* A wide call (over 64 rows: cuda_ops.cu's tiles of rows sharing a block,
- * K and V read once for a tile on one page list) gives every row the bits
- * it has alone (a block of its own): a prefill chunk of 100 rows of one
- * sequence (contexts 201..300, across the first chunk's end, so tiles hold
- * rows of different lengths); three spans whose tiles straddle sequences
- * (40 rows at 221..260, 1 row at 5, 30 rows at 500..529: a tile of rows on
- * different page lists, and one whose rows reach different chunks); and
- * the prefill rows through kb_attention_idx under a 4,096 bound. Within the
- * bound of the CPU's too. Qwen3-0.6B's head shape; head_dim 64 and 288
- * (another lane count, and the part past 256) on the prefill span. */
-static void test_attention_prefill(void) {
-    static const int cfg[][3] = {/* n_kv, q heads, head_dim */ {8, 16, 128}, {1, 2, 64}, {1, 2, 288}};
-    double maxd = 0, ratio = 0;
-    for (int c = 0; c < 3; c++) {
-        const int ps = 12, n_kv = cfg[c][0], nh = cfg[c][1], hd = cfg[c][2], n_pages = 48 + 48 + 4;
-        const size_t pool = (size_t)n_pages * ps * n_kv * hd;
-        float *k = random_floats(pool, 1.0f), *v = random_floats(pool, 1.0f);
-        int pa[48], pb[1] = {n_pages - 1}, pc[48];
-        for (int i = 0; i < 48; i++) pa[i] = (i * 37 + 11) % 48, pc[i] = 48 + (i * 5 + 3) % 48;   /* scattered, disjoint */
-        float *mk = kb_alloc(pool * 4), *mv = kb_alloc(pool * 4);
-        kb_copy_to_device(mk, k, pool * 4);
-        kb_copy_to_device(mv, v, pool * 4);
-        kb_kv_view ha = {.k_pages = k, .v_pages = v, .pages = pa, .page_size = ps, .n_kv_heads = n_kv, .head_dim = hd};
-        kb_kv_view hb = ha, hc = ha;
-        hb.pages = pb;
-        hc.pages = pc;
-        kb_kv_view ma = ha, mb = hb, mc = hc;
-        ma.k_pages = mb.k_pages = mc.k_pages = mk;
-        ma.v_pages = mb.v_pages = mc.v_pages = mv;
-        enum { NQ = 100 };
-        const size_t qn = (size_t)NQ * nh * hd;
-        float *q = random_floats(qn, 2.0f);
-        float *oc = calloc(qn, 4), *og = calloc(qn, 4), *oa = calloc(qn, 4), *oi = calloc(qn, 4);
-        int nctx[NQ];
-        const kb_kv_view *hrow[NQ], *mrow[NQ];
-        use("cpu");
-        size_t sf = kb_attention_span_scratch(nh, n_kv, 560);
-        float *scratch = malloc(sf * 4);
-        double e;
-        long d;
-        for (int layout = 0; layout < (c == 0 ? 2 : 1); layout++) {
-            int n_q = NQ, n_spans = 1, span_rows[3] = {NQ, 0, 0};
-            kb_kv_view hv[3] = {ha, hb, hc}, mvw[3] = {ma, mb, mc};
-            if (layout == 0) {
-                for (int i = 0; i < NQ; i++) nctx[i] = 201 + i, hrow[i] = &hv[0], mrow[i] = &mvw[0];
-            } else {
-                n_q = 71, n_spans = 3, span_rows[0] = 40, span_rows[1] = 1, span_rows[2] = 30;
-                for (int i = 0; i < 40; i++) nctx[i] = 221 + i, hrow[i] = &hv[0], mrow[i] = &mvw[0];
-                nctx[40] = 5, hrow[40] = &hv[1], mrow[40] = &mvw[1];
-                for (int i = 0; i < 30; i++) nctx[41 + i] = 500 + i, hrow[41 + i] = &hv[2], mrow[41 + i] = &mvw[2];
-            }
-            const size_t qm = (size_t)n_q * nh * hd;
-            use("cpu");
-            kb_attention_spans(oc, q, hv, span_rows, n_spans, nctx, nh, 0.125f, scratch, sf);
-            use("cuda");
-            memset(og, 0xff, qm * 4);
-            kb_attention_spans(og, q, mvw, span_rows, n_spans, nctx, nh, 0.125f, scratch, sf);
-            att_rows_alone(oa, q, mrow, nctx, n_q, nh, scratch);
-            CHECKF((d = att_beyond(og, oc, q, hrow, nctx, n_q, nh, 0.125f, &maxd, &ratio)) == 0,
-                   "wide attention (hd %d, layout %d): %ld elements beyond the bound of the CPU's", hd, layout, d);
-            CHECKF((d = bits_differ(og, oa, qm, &e)) == 0, "wide attention (hd %d, layout %d): %ld elements differ "
-                   "from the rows alone", hd, layout, d);
-            if (layout == 0) {   /* the same rows from a step buffer's lists, under a 4,096 bound */
-                kb_attention_idx(oi, q, &ma, pa, 48, (int[NQ]){0}, nctx, NQ, 4096, nh, 0.125f, scratch, sf);
-                CHECKF((d = bits_differ(oi, oa, qm, &e)) == 0, "wide attention (hd %d) through kb_attention_idx: %ld "
-                       "elements differ from the rows alone", hd, d);
-            }
-        }
-        kb_free(mk);
-        kb_free(mv);
-        free(k); free(v); free(q); free(oc); free(og); free(oa); free(oi); free(scratch);
-    }
-    printf("attention, wide calls (tiles of rows): a 100-row prefill span (head_dim 64/128/288), three spans whose "
-           "tiles straddle sequences, and kb_attention_idx under a 4,096 bound: each row its bits alone; max |d| "
-           "from the CPU %.3g, at most %.3f of the bound\n", maxd, ratio);
-}
-
 /* ---- memory ------------------------------------------------------------------- */
 
 static void test_memory(void) {
@@ -1075,7 +789,7 @@ static void test_stream_order(void) {
 
 /* An engine on the fixture dir (repository-relative) on dev; on cuda, the
  * experts in mapped host memory when experts_on_host (MoE fixtures). */
-static int make_engine_at(gen_engine **e, const char *dev, const char *dir, int experts_on_host) {
+int make_engine_at(gen_engine **e, const char *dev, const char *dir, int experts_on_host) {
     use(dev);
     char err[1024];
     if (!strcmp(dev, "cuda") && kb_set_experts_on_host(experts_on_host, err, sizeof err)) {
@@ -1092,7 +806,7 @@ static int make_engine_at(gen_engine **e, const char *dev, const char *dir, int 
 static int make_engine(gen_engine **e, const char *dev) { return make_engine_at(e, dev, "tests/fixtures/qwen3-tied", 0); }
 
 /* logits[n, V] of a fresh sequence's n-token prefill */
-static int prefill_logits(gen_engine *e, const int *toks, int n, float *logits) {
+int prefill_logits(gen_engine *e, const int *toks, int n, float *logits) {
     char err[1024];
     int seq = kv_seq_new(e->kv), *rows = malloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++) rows[i] = i;
@@ -1125,11 +839,32 @@ static int logits_apart(const float *lc, const float *lg, int n, int V, double *
     return argmax_bad;
 }
 
+long prefill_vs_cpu(gen_engine *ec, gen_engine *eg, const int *toks, int n, const char *label, float *lg) {
+    const int V = ec->m->cfg.vocab_size;
+    float *lc = malloc(sizeof(float) * (size_t)n * V);
+    use("cpu");
+    int rc = prefill_logits(ec, toks, n, lc);
+    use("cuda");
+    rc |= prefill_logits(eg, toks, n, lg);
+    long nd = -1;
+    if (!rc) {
+        double maxd, e;
+        const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
+        nd = bits_differ(lc, lg, (size_t)n * V, &e);
+        CHECKF(argmax_bad == 0, "%s: argmax differs from the CPU at %d of %d rows", label, argmax_bad, n);
+        CHECKF(maxd <= 1e-4, "%s: max |logit difference| %g > 1e-4", label, maxd);
+        printf("%s logits (%d-token prefill): argmax equal at every row, max |d| %g, %ld of %ld bit-different\n",
+               label, n, maxd, nd, (long)n * V);
+    }
+    free(lc);
+    return nd;
+}
+
 /* With bit-identical logits the drafters see the same inputs on both
  * devices, so they must draft, and get accepted, exactly the same: a
  * drafter reading a stale buffer on the device would still be lossless
  * (verification catches it) but would draft differently. */
-static void same_drafts(const char *label, const spec_counters *kc, const spec_counters *kg, int n) {
+void same_drafts(const char *label, const spec_counters *kc, const spec_counters *kg, int n) {
     int same = 1;
     for (int i = 0; i < n; i++)
         same &= kc[i].drafts == kg[i].drafts && kc[i].drafted_tokens == kg[i].drafted_tokens &&
@@ -1222,7 +957,7 @@ static void test_replay(gen_engine *ec, gen_engine *eg, int V) {
 
 /* Greedy generation of the synthetic prompts on the CPU and on CUDA: how
  * many of the LL_NP prompts give the same tokens, -1 when a run failed. */
-static int greedy_same(gen_engine *ec, gen_engine *eg, int (*prompts)[LL_MAXP], const int *lens) {
+int greedy_same(gen_engine *ec, gen_engine *eg, int (*prompts)[LL_MAXP], const int *lens) {
     const int *pp[LL_NP];
     for (int i = 0; i < LL_NP; i++) pp[i] = prompts[i];
     gen_params gp = {.max_tokens = LL_GEN, .ignore_eos = 1};
@@ -1253,23 +988,9 @@ static void test_engine(void) {
     const int V = ec->m->cfg.vocab_size, n = 300;
     int toks[300];
     for (int i = 0; i < n; i++) toks[i] = (int)((i * 2654435761u + 11u) % (unsigned)V);
-    float *lc = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
-    use("cpu");
-    int rc = prefill_logits(ec, toks, n, lc);
-    use("cuda");
-    rc |= prefill_logits(eg, toks, n, lg);
-    int identical = 0;
-    if (!rc) {
-        double maxd = 0;
-        const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
-        double e;
-        long nd = bits_differ(lc, lg, (size_t)n * V, &e);
-        identical = nd == 0;
-        CHECKF(argmax_bad == 0, "fixture: argmax differs from the CPU at %d of %d rows", argmax_bad, n);
-        CHECKF(maxd <= 1e-4, "fixture: max |logit difference| %g > 1e-4", maxd);
-        printf("fixture logits (300-token prefill): argmax equal at every row, max |d| %g, %ld of %ld bit-different\n",
-               maxd, nd, (long)n * V);
-    }
+    float *lg = malloc(sizeof(float) * (size_t)n * V);
+    const long nd = prefill_vs_cpu(ec, eg, toks, n, "fixture", lg);
+    const int rc = nd < 0, identical = nd == 0;
     /* stream order: a decode step and a 4-row verify step each wait for the
      * GPU once, for their logits (kb_device_waits counts every wait); with
      * CUDA graphs (the default) each is one graph launch, and the steps
@@ -1372,481 +1093,11 @@ static void test_engine(void) {
     use("cpu");
     gen_engine_free(emc);
     use("cuda");
-    free(lc);
     free(lg);
     use("cpu");
     gen_engine_free(ec);
     use("cuda");
     gen_engine_free(eg);
-}
-
-/* ---- mixture of experts ------------------------------------------------------------------ */
-
-#define MOE_FIX "tests/fixtures/qwen3-moe-tiny"
-
-/* The grouped expert matmul against one kb_matmul per expert on cuda:
- * bit-identical (cuda_moe.cu gives every output mm_inv's order), for each
- * dtype, a width that takes the element-by-element path (37), one part
- * (520) and four (2056), groups of 3, 1, 6 and 9 rows (tiles of x rows
- * whole and partial, and a group of 9 that kb_matmul runs through its
- * transposed reduction); then the same experts in mapped host memory
- * (kb_set_experts_on_host): the same bits. */
-static void test_moe_grouped(void) {
-    static const int owner;
-    static const struct { kb_dtype dt; int rows, cols; } cases[3] = {{KB_F32, 19, 37}, {KB_BF16, 24, 520},
-                                                                     {KB_F16, 9, 2056}};
-    const int start[5] = {0, 3, 4, 10, 19}, ng = 4, m = 19;
-    char err[512];
-    use("cuda");
-    for (int c = 0; c < 3; c++) {
-        const int rows = cases[c].rows, cols = cases[c].cols;
-        float *x = random_floats((size_t)m * cols, 1.0f);
-        float *ref[2], *dev[2], *host[2];
-        for (int t = 0; t < 2; t++) {
-            ref[t] = calloc((size_t)m * rows, sizeof(float));
-            dev[t] = calloc((size_t)m * rows, sizeof(float));
-            host[t] = calloc((size_t)m * rows, sizeof(float));
-        }
-        for (int on_host = 0; on_host < 2; on_host++) {
-            CHECKF(kb_set_experts_on_host(on_host, err, sizeof err) == 0, "%s", err);
-            kb_weight w[8];
-            const kb_weight *ws[8];
-            tc_rng = 0x1234 + (uint64_t)c;   /* the same weights both times */
-            for (int i = 0; i < 2 * ng; i++) {
-                w[i] = random_weight(cases[c].dt, rows, cols);
-                void *src = (void *)w[i].data;
-                CHECKF(kb_weight_upload_expert(&w[i], &owner, err, sizeof err) == 0, "%s", err);
-                CHECK(w[i].data != src);
-                free(src);
-                ws[i] = &w[i];
-            }
-            float **out = on_host ? host : dev;
-            kb_matmul_grouped(2, out, ws, x, start, ng);
-            if (!on_host)
-                for (int t = 0; t < 2; t++)
-                    for (int g = 0; g < ng; g++)
-                        kb_matmul(ref[t] + (size_t)start[g] * rows, x + (size_t)start[g] * cols, ws[t * ng + g],
-                                  start[g + 1] - start[g]);
-            for (int i = 0; i < 2 * ng; i++) kb_weight_release(&w[i]);
-        }
-        CHECK(kb_set_experts_on_host(0, err, sizeof err) == 0);
-        double e1, e2;
-        long d1 = 0, d2 = 0;
-        for (int t = 0; t < 2; t++) {
-            d1 += bits_differ(ref[t], dev[t], (size_t)m * rows, &e1);
-            d2 += bits_differ(dev[t], host[t], (size_t)m * rows, &e2);
-        }
-        CHECKF(d1 == 0, "grouped matmul %s [%d, %d]: %ld outputs differ from one kb_matmul per expert",
-               dt_name(cases[c].dt), rows, cols, d1);
-        CHECKF(d2 == 0, "grouped matmul %s [%d, %d]: experts on the host differ from on the device in %ld outputs",
-               dt_name(cases[c].dt), rows, cols, d2);
-        for (int t = 0; t < 2; t++) { free(ref[t]); free(dev[t]); free(host[t]); }
-        free(x);
-    }
-    printf("moe: grouped expert matmul = one kb_matmul per expert, bit for bit (f32/bf16/f16; 1 and 4 parts); "
-           "experts in mapped host memory give the same bits\n");
-    /* on the cpu the flag is refused (every weight is in host memory there) */
-    use("cpu");
-    CHECK(kb_set_experts_on_host(1, err, sizeof err) == -1 && strstr(err, "cuda"));
-    use("cuda");
-
-    /* gather and combine: the CPU's bits (copies; products and sums in its order) */
-    const int rf = 37, ns = 15, n = 5, k = 3;
-    float *src = random_floats((size_t)ns * rf, 2.0f), *w = random_floats((size_t)n * k, 1.0f);
-    int idx[14], slots[15];
-    for (int i = 0; i < 14; i++) idx[i] = (int)(rnd() % (unsigned)ns);
-    for (int i = 0; i < n * k; i++) slots[i] = (i * 7 + 3) % ns;
-    float *gc = calloc((size_t)14 * rf, sizeof(float)), *gg = calloc((size_t)14 * rf, sizeof(float));
-    float *cc = calloc((size_t)n * rf, sizeof(float)), *cg = calloc((size_t)n * rf, sizeof(float));
-    use("cpu");
-    kb_gather_rows(gc, src, idx, 14, rf);
-    kb_combine_rows(cc, src, slots, w, n, k, rf);
-    use("cuda");
-    kb_gather_rows(gg, src, idx, 14, rf);
-    kb_combine_rows(cg, src, slots, w, n, k, rf);
-    double e;
-    CHECKF(bits_differ(gc, gg, (size_t)14 * rf, &e) == 0, "kb_gather_rows: CUDA differs from the CPU");
-    CHECKF(bits_differ(cc, cg, (size_t)n * rf, &e) == 0, "kb_combine_rows: CUDA differs from the CPU (max %g)", e);
-    printf("moe: gather and combine give the CPU's bits\n");
-    free(src); free(w); free(gc); free(gg); free(cc); free(cg);
-}
-
-/* logits[rows of A, V] of sequence A's tokens toks[0, n) fed in chunks
- * ca[], each beside a chunk cb[] of another sequence B (tokens tb) in the
- * same forward (B's chunk first when b_first). */
-static int moe_chunked_logits(gen_engine *e, const int *toks, const int *tb, const int *ca, const int *cb, int steps,
-                              int b_first, float *logits) {
-    char err[1024];
-    const int V = e->m->cfg.vocab_size;
-    int sa = kv_seq_new(e->kv), sb = kv_seq_new(e->kv), pa = 0, pb = 0, rc = 0, rows[64];
-    for (int t = 0; t < steps && !rc; t++) {
-        fwd_span sp[2];
-        fwd_span a = {.seq = sa, .n = ca[t], .tokens = toks + pa}, b = {.seq = sb, .n = cb[t], .tokens = tb + pb};
-        int ns = 0, a0 = 0;
-        if (b_first && cb[t]) { sp[ns++] = b; a0 = cb[t]; }
-        sp[ns++] = a;
-        if (!b_first && cb[t]) sp[ns++] = b;
-        for (int i = 0; i < ca[t]; i++) rows[i] = a0 + i;
-        fwd_batch bt = {.spans = sp, .n_spans = ns};
-        fwd_out o = {.logit_rows = rows, .n_logit_rows = ca[t], .logits = logits + (size_t)pa * V};
-        rc = fwd_run(e->fwd, e->kv, &bt, &o, err, sizeof err);
-        CHECKF(!rc, "fwd_run: %s", err);
-        pa += ca[t];
-        pb += cb[t];
-    }
-    kv_seq_free(e->kv, sa);
-    kv_seq_free(e->kv, sb);
-    return rc;
-}
-
-/* The engine on the MoE fixtures under --device cuda: logits against the
- * CPU's (per-expert, fused and norm_topk_prob false layouts: argmax equal
- * at every row, max |Δ| ≤ 1e-4, as the dense fixture), a row's logits
- * bit-identical alone (decode), in one prefill and beside another
- * sequence's rows (which changes which rows share its experts), greedy
- * generation equal to the CPU's, speculation on ≡ off with an MoE target,
- * and the experts in mapped host memory giving the device's bits. */
-static void test_moe_engine(void) {
-    static const char *const dirs[3] = {MOE_FIX, "tests/fixtures/qwen3-moe-tiny-fused",
-                                        "tests/fixtures/qwen3-moe-tiny-nonorm"};
-    const int n = 200;
-    int toks[200], tb[200];
-    int identical = 1;
-    for (int d = 0; d < 3; d++) {
-        gen_engine *ec = NULL, *eg = NULL;
-        if (make_engine_at(&ec, "cpu", dirs[d], 0) || make_engine_at(&eg, "cuda", dirs[d], 0)) {
-            use("cpu"); gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return;
-        }
-        const int V = ec->m->cfg.vocab_size;
-        for (int i = 0; i < n; i++) toks[i] = (int)((i * 2654435761u + 5u) % (unsigned)V);
-        float *lc = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
-        use("cpu");
-        int rc = prefill_logits(ec, toks, n, lc);
-        use("cuda");
-        rc |= prefill_logits(eg, toks, n, lg);
-        if (!rc) {
-            double maxd = 0;
-            const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
-            double e;
-            long nd = bits_differ(lc, lg, (size_t)n * V, &e);
-            identical &= nd == 0;
-            CHECKF(argmax_bad == 0, "%s: argmax differs from the CPU at %d of %d rows", dirs[d], argmax_bad, n);
-            CHECKF(maxd <= 1e-4, "%s: max |logit difference| %g > 1e-4", dirs[d], maxd);
-            printf("moe %s logits (200-token prefill): argmax equal at every row, max |d| %g, %ld of %ld "
-                   "bit-different\n", dirs[d], maxd, nd, (long)n * V);
-        }
-        if (d == 0 && !rc) {
-            /* batch invariance on cuda: decode one row at a time, and in
-             * chunks beside another sequence (before and after it) */
-            const int na = 24;
-            static const int ones[24] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-            static const int zeros[24];
-            static const int ca[5] = {8, 5, 1, 1, 9}, cb[5] = {3, 7, 2, 6, 6};
-            for (int i = 0; i < n; i++) tb[i] = (int)((i * 40503u + 17u) % (unsigned)V);
-            float *l1 = malloc(sizeof(float) * (size_t)na * V), *l2 = malloc(sizeof(float) * (size_t)na * V);
-            float *l3 = malloc(sizeof(float) * (size_t)na * V);
-            rc = moe_chunked_logits(eg, toks, tb, ones, zeros, na, 0, l1) ||
-                 moe_chunked_logits(eg, toks, tb, ca, cb, 5, 0, l2) ||
-                 moe_chunked_logits(eg, toks, tb, ca, cb, 5, 1, l3);
-            if (!rc) {
-                double e;
-                long d12 = bits_differ(lg, l1, (size_t)na * V, &e), d13 = bits_differ(lg, l2, (size_t)na * V, &e);
-                long d14 = bits_differ(lg, l3, (size_t)na * V, &e);
-                CHECKF(d12 == 0 && d13 == 0 && d14 == 0, "moe batch invariance on cuda: a row's logits differ "
-                       "between one prefill and decode (%ld), chunks beside another sequence (%ld after it, %ld "
-                       "before)", d12, d13, d14);
-                printf("moe batch invariance on cuda: 24 rows bit-identical in one prefill, decoded one by one, and "
-                       "in chunks beside another sequence\n");
-            }
-            free(l1); free(l2); free(l3);
-            /* the experts in mapped host memory: the device's bits */
-            gen_engine *eh = NULL;
-            if (!make_engine_at(&eh, "cuda", dirs[d], 1)) {
-                float *lh = malloc(sizeof(float) * (size_t)n * V);
-                if (!prefill_logits(eh, toks, n, lh)) {
-                    double e;
-                    long nd = bits_differ(lg, lh, (size_t)n * V, &e);
-                    CHECKF(nd == 0, "moe: experts in host memory change %ld logits", nd);
-                    printf("moe: experts in mapped host memory give the device's logits bit for bit\n");
-                }
-                free(lh);
-                gen_engine_free(eh);
-            }
-        }
-        free(lc);
-        free(lg);
-        if (d == 0) {
-            /* greedy generation, then speculation on vs off, on the MoE target */
-            static int prompts[LL_NP][LL_MAXP];
-            int lens[LL_NP];
-            ll_synthetic_prompts(V, prompts, lens);
-            const int same = greedy_same(ec, eg, prompts, lens);
-            if (same >= 0) {
-                CHECKF(same == LL_NP, "moe: greedy output on CUDA differs from the CPU's for %d of %d prompts",
-                       LL_NP - same, LL_NP);
-                printf("moe greedy generation: %d of %d prompts give the CPU's tokens\n", same, LL_NP);
-            }
-            static const int depths[2] = {1, 3}, batches[2] = {1, 3};
-            ll_config cfgs[2] = {{"cuda moe ngram", {.name = "ngram"}, 0, NULL},
-                                 {"cuda moe draft(self)", {.name = "draft", .draft_model = tu_path(MOE_FIX),
-                                                           .max_seqs = 8}, 1, NULL}};
-            for (int c = 0; c < 2; c++) {
-                spec_counters kc[2], kg[2];
-                char label[64];
-                snprintf(label, sizeof label, "cpu%s", cfgs[c].label + 4);
-                ll_config cc = cfgs[c];
-                cc.label = label;
-                use("cpu");
-                ll_check_counts(ec, &cc, prompts, lens, depths, 2, batches, 2, kc);
-                use("cuda");
-                long tokens = ll_check_counts(eg, &cfgs[c], prompts, lens, depths, 2, batches, 2, kg);
-                printf("%s: %ld tokens compared, spec on = spec off\n", cfgs[c].label, tokens);
-                CHECKF(tokens >= 500, "%s: only %ld tokens compared", cfgs[c].label, tokens);
-                if (identical) same_drafts(cfgs[c].label, kc, kg, 2);
-            }
-        }
-        use("cpu");
-        gen_engine_free(ec);
-        use("cuda");
-        gen_engine_free(eg);
-    }
-}
-
-static void test_moe_cuda(void) {
-    test_moe_grouped();
-    test_moe_engine();
-}
-
-/* ---- the tensor mode (cuda_matmul_tc.cu) -------------------------------------------------- */
-
-/* Roundings one output of the tensor order sees: per part, 6 mma steps a
- * 32-column block, then one add a part (cuda_internal.cuh cu_mm_parts and
- * cuda_matmul_tc.cu launch_tc give the parts; this mirrors them). */
-static int tc_steps(int cols) {
-    int nw = 1;
-    while (nw < 8 && cols / (2 * nw) >= 512) nw *= 2;
-    const int part = ((cols + nw - 1) / nw + 31) / 32 * 32;
-    return 6 * (part / 32) + nw;
-}
-
-/* The bound. Every product a tensor core forms is exact (bf16 × bf16, and
- * the activation's three bf16 parts sum to it exactly: cu_split3); the
- * roundings are the accumulation's. The model (Fasi, Higham, Mikaitis,
- * Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021,
- * measured on V100, T4 and A100; Hopper taken to be no worse): an mma step
- * aligns its 16 products and the accumulator to the largest exponent and
- * keeps at least 24 significant bits, truncating, then truncates the
- * normalised sum once more, so a step's error is below 18·2⁻²³ of the sum
- * of its terms' magnitudes, which is at most Σ|x_k·w_k| over the whole row
- * (plus the error carried, second order). A part add is one f32 rounding.
- * So |y − ref| ≤ steps · 20·2⁻²³ · Σ|x_k·w_k| (20 for 18 and the second
- * order). Against the CPU, its bound (cols/8 + 40)·2⁻²⁴ is added. This
- * bound is loose (the emulator, which rounds once per step, uses ~0.5%
- * of it): it catches gross errors; indexing is what the exact test below
- * catches, where any misplaced element changes an integer. */
-static double tc_bound(int cols) { return tc_steps(cols) * 20.0 * ldexp(1.0, -23); }
-
-static void test_tensor_bound(void) {
-    static const int shapes[][3] = {{1, 1, 1}, {3, 33, 7}, {8, 40, 64}, {17, 70, 100}, {5, 37, 1027}, {1, 300, 4096},
-                                    {9, 65, 260}, {2, 129, 1024}, {8, 70, 3072}, {12, 33, 2048}, {40, 50, 1000},
-                                    {20, 17, 96}};
-    double worst_ref = 0, worst_cpu = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
-        kb_weight w;
-        float *x, *yc, *yg;
-        matmul_both(KB_BF16, m, rows, cols, &w, &x, &yc, &yg);
-        double wr, wc;
-        long nr = beyond_bound(NULL, yg, x, &w, m, tc_bound(cols), &wr);
-        long nc = beyond_bound(yc, yg, x, &w, m, tc_bound(cols) + (cols / 8.0 + 40) * ldexp(1.0, -24), &wc);
-        CHECKF(nr == 0, "tensor matmul m %d [%d, %d]: %ld of %d elements beyond the bound from the double reference "
-               "(worst %.3f of it)", m, rows, cols, nr, m * rows, wr);
-        CHECKF(nc == 0, "tensor matmul m %d [%d, %d]: %ld of %d elements beyond the bound from the CPU's "
-               "(worst %.3f of it)", m, rows, cols, nc, m * rows, wc);
-        worst_ref = wr > worst_ref ? wr : worst_ref;
-        worst_cpu = wc > worst_cpu ? wc : worst_cpu;
-        free(yc); free(yg); free(x); free((void *)w.data);
-    }
-    printf("tensor matmul: bf16 within the accumulation bound of a double reference (worst %.3f of it) and of the "
-           "CPU's (worst %.3f) (12 shapes)\n", worst_ref, worst_cpu);
-}
-
-/* Data whose every product and partial sum is exact in 21 significant
- * bits whatever the order or the truncation (the model above keeps 24, so
- * this holds with 3 bits to spare), so the result must equal the exact sum
- * bit for bit, on the GPU, the CPU and the emulator alike. Dense: weights
- * in {-1, 0, 1}, activations i + j/256 (i ∈ {-1, 0, 1}; up to 9
- * significant bits, so hi and mid both carry some): every partial sum a
- * multiple of 2⁻⁸ below 2¹³ in magnitude (3,072 columns at most). A weight
- * or activation element read from the wrong place, a fragment in the
- * wrong register or half, a tile's row or a part lost: each changes a
- * multiple of 2⁻⁸. Sparse (for the third part): 4 weights of ±1 a row, the
- * rest 0, activations ±(1 + j/2¹⁷) (18 significant bits, so lo carries
- * some): a sum of 4 below 8 in multiples of 2⁻¹⁷. */
-static void test_tensor_exact(void) {
-    static const int shapes[][3] = {{1, 33, 96}, {8, 40, 1000}, {13, 17, 520}, {40, 50, 3072}, {3, 20, 37},
-                                    {20, 16, 2056}};
-    long bad_gpu = 0, bad_cpu = 0, n_all = 0;
-    for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
-        const int sparse = s & 1, sh = (int)(s / 2);
-        const int m = shapes[sh][0], rows = shapes[sh][1], cols = shapes[sh][2];
-        uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)rows * cols);
-        float *wf = malloc(sizeof(float) * (size_t)rows * cols), *x = malloc(sizeof(float) * (size_t)m * cols);
-        for (size_t i = 0; i < (size_t)rows * cols; i++) wf[i] = sparse ? 0.0f : (float)((int)(rnd() % 3u) - 1);
-        if (sparse)
-            for (int j = 0; j < rows; j++)
-                for (int q = 0; q < 4; q++) wf[(size_t)j * cols + rnd() % (uint32_t)cols] = rnd() & 1 ? 1.0f : -1.0f;
-        for (size_t i = 0; i < (size_t)rows * cols; i++) {
-            uint32_t u;
-            memcpy(&u, &wf[i], 4);
-            wb[i] = (uint16_t)(u >> 16);   /* small integers: bf16 exactly */
-        }
-        for (size_t i = 0; i < (size_t)m * cols; i++)
-            x[i] = sparse ? (rnd() & 1 ? 1.0f : -1.0f) * (1.0f + (float)(rnd() % (1u << 17)) / (float)(1u << 17))
-                          : (float)((int)(rnd() % 3u) - 1) + (float)(rnd() % 256u) / 256.0f;
-        kb_weight w = {.dt = KB_BF16, .data = wb, .rows = rows, .cols = cols};
-        float *yc = malloc(sizeof(float) * (size_t)m * rows), *yg = malloc(sizeof(float) * (size_t)m * rows);
-        use("cpu");
-        kb_matmul(yc, x, &w, m);
-        use("cuda");
-        kb_matmul(yg, x, &w, m);
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < rows; j++) {
-                double ref = 0;
-                for (int k = 0; k < cols; k++) ref += (double)x[(size_t)i * cols + k] * wf[(size_t)j * cols + k];
-                const float r = (float)ref;
-                CHECK((double)r == ref);   /* the premise: the exact sum is a float */
-                bad_gpu += yg[(size_t)i * rows + j] != r;
-                bad_cpu += yc[(size_t)i * rows + j] != r;
-                n_all++;
-            }
-        free(wb); free(wf); free(x); free(yc); free(yg);
-    }
-    CHECKF(bad_gpu == 0, "tensor matmul, exact data: %ld of %ld outputs differ from the exact sum", bad_gpu, n_all);
-    CHECKF(bad_cpu == 0, "cpu matmul, exact data: %ld of %ld outputs differ from the exact sum", bad_cpu, n_all);
-    if (!bad_gpu && !bad_cpu)
-        printf("tensor matmul: %ld outputs on exactly representable data equal the exact sum (6 shapes, 1 to 40 "
-               "rows, dense and sparse)\n", n_all);
-}
-
-/* f32 and f16 weights keep the invariant kernel in the tensor mode */
-static void test_tensor_other_types(void) {
-    static const kb_dtype dts[2] = {KB_F32, KB_F16};
-    static const int shapes[][3] = {{9, 65, 260}, {17, 70, 1000}};
-    for (int d = 0; d < 2; d++)
-        for (int s = 0; s < 2; s++) {
-            const int m = shapes[s][0], rows = shapes[s][1], cols = shapes[s][2];
-            kb_weight w = random_weight(dts[d], rows, cols);
-            float *x = random_floats((size_t)m * cols, 1.0f), *yi = malloc(sizeof(float) * (size_t)m * rows),
-                  *yt = malloc(sizeof(float) * (size_t)m * rows);
-            CHECK(!kb_set_cuda_matmul("invariant"));
-            kb_matmul(yi, x, &w, m);
-            CHECK(!kb_set_cuda_matmul("tensor"));
-            kb_matmul(yt, x, &w, m);
-            double e;
-            CHECKF(bits_differ(yi, yt, (size_t)m * rows, &e) == 0, "tensor mode, %s weight: not the invariant bits",
-                   dt_name(dts[d]));
-            free((void *)w.data); free(x); free(yi); free(yt);
-        }
-    printf("tensor mode: f32 and f16 weights give the invariant mode's bits\n");
-}
-
-/* A row alone (one x tile, split in the lanes), among 13 (two tiles) and
- * among 40 (x split once by its own kernel, four tiles a warp): the same
- * bits; widths of one part, four parts, and one not a multiple of 8 (the
- * element-by-element loads). */
-static void test_tensor_invariance(void) {
-    static const int widths[3] = {1000, 3072, 1027};
-    const int rows = 70, ms[2] = {13, 40};
-    for (int c = 0; c < 3; c++) {
-        const int cols = widths[c];
-        kb_weight w = random_weight(KB_BF16, rows, cols);
-        void *host = (void *)w.data;
-        char err[512];
-        CHECKF(!kb_weight_upload(&w, &w, err, sizeof err), "upload: %s", err);
-        float *x = random_floats((size_t)40 * cols, 1.0f), *ym = malloc(sizeof(float) * 40 * rows),
-              *y1 = malloc(sizeof(float) * rows);
-        for (int im = 0; im < 2; im++) {
-            kb_matmul(ym, x, &w, ms[im]);
-            long bad = 0;
-            double e;
-            for (int r = 0; r < ms[im]; r += (ms[im] > 13 ? 3 : 1)) {
-                kb_matmul(y1, x + (size_t)r * cols, &w, 1);
-                bad += bits_differ(y1, ym + (size_t)r * rows, rows, &e) != 0;
-            }
-            CHECKF(bad == 0, "tensor matmul cols %d: %ld rows differ alone vs among %d", cols, bad, ms[im]);
-        }
-        kb_weight_release_owner(&w);
-        free(host); free(x); free(ym); free(y1);
-    }
-    printf("tensor matmul: batch-invariant (a row alone = among 13 = among 40; 1 and 4 parts, cols %% 8 != 0)\n");
-}
-
-/* The engine on the bf16 fixture in the tensor mode: logits against the
- * CPU's as test_engine holds the invariant mode's (argmax equal, 1e-4: the
- * emulator's accumulation rounds once a step, the GPU's truncates, and the
- * bound above says how far that may go, so a GPU's figure is its own), and
- * speculation on = off on the device, the exact property the mode exists to
- * keep. */
-static void test_tensor_engine(void) {
-    const char *dir = "tests/fixtures/qwen3-untied";
-    gen_engine *ec = NULL, *eg = NULL;
-    if (make_engine_at(&ec, "cpu", dir, 0) || make_engine_at(&eg, "cuda", dir, 0)) {
-        use("cpu"); gen_engine_free(ec); use("cuda"); gen_engine_free(eg); return;
-    }
-    const int V = ec->m->cfg.vocab_size, n = 300;
-    int toks[300];
-    for (int i = 0; i < n; i++) toks[i] = (int)((i * 2654435761u + 7u) % (unsigned)V);
-    float *lc = malloc(sizeof(float) * (size_t)n * V), *lg = malloc(sizeof(float) * (size_t)n * V);
-    use("cpu");
-    int rc = prefill_logits(ec, toks, n, lc);
-    use("cuda");
-    rc |= prefill_logits(eg, toks, n, lg);
-    if (!rc) {
-        double maxd = 0;
-        const int argmax_bad = logits_apart(lc, lg, n, V, &maxd);
-        CHECKF(argmax_bad == 0, "tensor mode, %s: argmax differs from the CPU at %d of %d rows", dir, argmax_bad, n);
-        CHECKF(maxd <= 1e-4, "tensor mode, %s: max |logit difference| %g > 1e-4", dir, maxd);
-        printf("tensor mode, %s logits (300-token prefill): argmax equal at every row, max |d| %g\n", dir, maxd);
-    }
-    static int prompts[LL_NP][LL_MAXP];
-    int lens[LL_NP];
-    ll_synthetic_prompts(V, prompts, lens);
-    const int same = greedy_same(ec, eg, prompts, lens);
-    if (same >= 0) printf("tensor mode: greedy generation, %d of %d prompts give the CPU's tokens\n", same, LL_NP);
-    static const int depths[2] = {1, 3}, batches[2] = {1, 3};
-    ll_config cfgs[2] = {{"cuda tensor ngram", {.name = "ngram"}, 0, NULL},
-                         {"cuda tensor draft(self)", {.name = "draft", .draft_model = tu_path(dir), .max_seqs = 8}, 1,
-                          NULL}};
-    for (int c = 0; c < 2; c++) {
-        long tokens = ll_check(eg, &cfgs[c], prompts, lens, depths, 2, batches, 2);
-        printf("%s: %ld tokens compared, spec on = spec off\n", cfgs[c].label, tokens);
-        CHECKF(tokens >= 500, "%s: only %ld tokens compared", cfgs[c].label, tokens);
-    }
-    free(lc); free(lg);
-    use("cpu");
-    gen_engine_free(ec);
-    use("cuda");
-    gen_engine_free(eg);
-}
-
-static void test_tensor(void) {
-    use("cuda");
-    CHECK(!kb_set_cuda_matmul("tensor") && !strcmp(kb_cuda_matmul(), "tensor"));
-    /* held sets first, while the split's scratch is still unallocated (no
-     * earlier section uses it): the 20-row set grows it from inside the
-     * flush of held calls, which a grown scratch itself flushes again */
-    test_matmul_held_m(20);   /* x split by its own kernel */
-    test_matmul_held_m(1);    /* one tile, split in the lanes */
-    test_tensor_exact();
-    test_tensor_bound();
-    test_tensor_other_types();
-    test_tensor_invariance();
-    CHECK(!kb_set_cuda_matmul("tensor"));
-    test_moe_grouped();       /* an expert's rows: the bits of one matmul of that expert */
-    test_tensor_engine();
-    use("cuda");
-    CHECK(!kb_set_cuda_matmul("invariant"));
 }
 
 int main(int argc, char **argv) {

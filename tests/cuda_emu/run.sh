@@ -26,7 +26,8 @@ CXXFLAGS=(-O2 -g -std=c++17 -Wall -Wextra -Wno-unknown-pragmas -ffp-contract=off
 objs=()
 compile_c() {   # src obj extra-flags...
   local src=$1 obj=$2; shift 2
-  if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ "$ROOT/kernels/backend.h" -nt "$obj" ]; then
+  if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ "$ROOT/kernels/backend.h" -nt "$obj" ] ||
+     [ "$ROOT/tests/cuda_check.h" -nt "$obj" ]; then
     gcc "${CFLAGS[@]}" "$@" -c "$src" -o "$obj"
   fi
   objs+=("$obj")
@@ -43,7 +44,9 @@ for dir in common kernels engine spec; do
     compile_c "$src" "$B/$dir-$name.o" "${extra[@]}"
   done
 done
-for t in test_cuda lossless test_util; do compile_c "$ROOT/tests/$t.c" "$B/tests-$t.o"; done
+for t in test_cuda cuda_check_attention cuda_check_moe cuda_check_tensor lossless test_util; do
+  compile_c "$ROOT/tests/$t.c" "$B/tests-$t.o"
+done
 for src in "$ROOT"/kernels/*.cu "$ROOT/tests/cuda_emu/emu.cpp"; do
   obj="$B/emu-$(basename "$src").o"
   if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ "$ROOT/kernels/cuda_internal.cuh" -nt "$obj" ] || \
