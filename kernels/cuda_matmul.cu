@@ -227,7 +227,7 @@ static void launch_invariant(const mm_set &set, const float *x, int m, int cols)
 }
 
 static void launch_set(const mm_set &set, kb_dtype dt, const float *x, int m, int cols, int swiglu = 0) {
-    if (g_mode == MODE_TENSOR && dt == KB_BF16 && !swiglu) {
+    if (cuda_matmul_tensor(dt) && !swiglu) {
         cuda_mm_tc_launch(set, x, m, cols);
         return;
     }
